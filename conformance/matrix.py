@@ -1,0 +1,186 @@
+"""Load and validate ``device_matrix.yaml``; answer which rules apply to a test.
+
+The structure is checked by the JSON schema in ``schemas/device_matrix.schema.json``;
+the few cross-references a schema cannot express (a device naming an unknown area) are
+checked here with the same one-line message style.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from conformance.errors import ConfigError
+
+DEFAULT_MATRIX = Path(__file__).with_name("device_matrix.yaml")
+SCHEMA_VERSION = 1
+
+
+def load_schema() -> dict[str, Any]:
+    text = resources.files("conformance").joinpath("schemas/device_matrix.schema.json")
+    return json.loads(text.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class AreaSpec:
+    name: str
+    description: str
+    dtypes: tuple[str, ...]
+    builtins: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    dtypes: frozenset[str]
+    areas: frozenset[str]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One tolerance / expected-failure / unsupported entry."""
+
+    kind: str  # "tolerance" | "expected_failure" | "unsupported"
+    index: int
+    area: str
+    patterns: tuple[str, ...]
+    reason: str
+    devices: frozenset[str] | None = None
+    when: frozenset[str] = frozenset()
+    unless: frozenset[str] = frozenset()
+    link: str | None = None
+    factor: float = 1.0
+    strict: bool = True
+
+    @property
+    def label(self) -> str:
+        section = {"tolerance": "tolerances", "expected_failure": "expected_failures"}
+        return f"{section.get(self.kind, self.kind)}[{self.index}]"
+
+    def matches_id(self, nodeid: str) -> bool:
+        return any(fnmatch.fnmatchcase(nodeid, p) for p in self.patterns)
+
+    def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str]) -> bool:
+        if area != self.area or not self.matches_id(nodeid):
+            return False
+        if self.devices is not None and device not in self.devices:
+            return False
+        return self.when <= tags and not (self.unless & tags)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    areas: dict[str, AreaSpec]
+    devices: dict[str, DeviceSpec]
+    rules: tuple[Rule, ...] = field(default_factory=tuple)
+
+    def rules_of(self, kind: str) -> tuple[Rule, ...]:
+        return tuple(r for r in self.rules if r.kind == kind)
+
+    def applicable(
+        self, kind: str, nodeid: str, area: str, device: str, tags: frozenset[str]
+    ) -> list[Rule]:
+        return [r for r in self.rules_of(kind) if r.applies(nodeid, area, device, tags)]
+
+
+def _key_path(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _schema_error(path: Path, data: Any) -> str | None:
+    validator_cls = jsonschema.validators.validator_for(load_schema())
+    validator = validator_cls(load_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is None:
+        return None
+    # For oneOf/anyOf, the deepest context error usually names the real problem.
+    while error.context:
+        error = jsonschema.exceptions.best_match(error.context)
+    message = " ".join(error.message.split())
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"{path}: {_key_path(error.absolute_path)}: {message}"
+
+
+def _rules(data: dict[str, Any]) -> tuple[Rule, ...]:
+    out: list[Rule] = []
+    for key, kind in (
+        ("tolerances", "tolerance"),
+        ("expected_failures", "expected_failure"),
+        ("unsupported", "unsupported"),
+    ):
+        for i, entry in enumerate(data.get(key) or []):
+            match = entry["match"]
+            out.append(
+                Rule(
+                    kind=kind,
+                    index=i,
+                    area=entry["area"],
+                    patterns=(match,) if isinstance(match, str) else tuple(match),
+                    reason=entry["reason"],
+                    devices=frozenset(entry["devices"]) if "devices" in entry else None,
+                    when=frozenset(entry.get("when", ())),
+                    unless=frozenset(entry.get("unless", ())),
+                    link=entry.get("link"),
+                    factor=float(entry.get("factor", 1.0)),
+                    strict=bool(entry.get("strict", True)),
+                )
+            )
+    return tuple(out)
+
+
+def load_matrix(path: str | Path | None = None) -> Matrix:
+    """Read, validate and return the matrix; raise ConfigError with a one-line message."""
+    path = Path(path) if path is not None else DEFAULT_MATRIX
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the device matrix ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: {where}not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: (top level): expected a mapping, got {type(data).__name__}")
+    problem = _schema_error(path, data)
+    if problem:
+        raise ConfigError(problem)
+
+    areas = {
+        name: AreaSpec(name, a["description"], tuple(a["dtypes"]), tuple(a["builtins"]))
+        for name, a in data["areas"].items()
+    }
+    devices = {}
+    for name, d in data["devices"].items():
+        for i, area in enumerate(d["areas"]):
+            if area not in areas:
+                raise ConfigError(
+                    f"{path}: devices.{name}.areas[{i}]: unknown area {area!r} "
+                    f"(expected one of: {', '.join(sorted(areas))})"
+                )
+        devices[name] = DeviceSpec(
+            name, frozenset(d["dtypes"]), frozenset(d["areas"]), d.get("description", "")
+        )
+    rules = _rules(data)
+    for rule in rules:
+        if rule.area not in areas:
+            raise ConfigError(
+                f"{path}: {rule.label}.area: unknown area {rule.area!r} "
+                f"(expected one of: {', '.join(sorted(areas))})"
+            )
+    return Matrix(path=path, areas=areas, devices=devices, rules=rules)

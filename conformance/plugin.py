@@ -1,0 +1,312 @@
+"""The pytest plugin: options, markers, parametrisation by implementation, matrix rules,
+outcome accounting and the report. Registered through the ``pytest11`` entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from conformance.errors import ConfigError
+from conformance.matrix import Rule
+from conformance.profiles import apply_profile
+from conformance.record import Record
+from conformance.registry import Impl
+from conformance.report import (
+    META_KEY,
+    OUTCOMES,
+    RECORD_KEY,
+    SKIPPED_TAG,
+    UNSUPPORTED_TAG,
+    Collector,
+    build_report,
+    write_report,
+)
+from conformance.runstate import PROFILES, RunState
+
+STATE = pytest.StashKey[RunState]()
+COLLECTOR = pytest.StashKey[Collector]()
+ITEM_META = pytest.StashKey[dict]()
+ITEM_TOLERANCE = pytest.StashKey[tuple]()
+ITEM_RECORD = pytest.StashKey[Record]()
+
+
+class MatrixWarning(UserWarning):
+    """A matrix entry matched no collected test (a typo, or a test that was renamed)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("torch-conformance")
+    group.addoption("--device", default="auto",
+                    help="device to qualify: auto (default: best accelerator, else cpu), "
+                         "cpu, cuda (also ROCm), mps, xpu")
+    group.addoption("--device-matrix", default=None, metavar="PATH",
+                    help="capability matrix (default: the project's device_matrix.yaml)")
+    group.addoption("--impl", action="append", dest="conformance_impl", default=[],
+                    metavar="AREA=module:attr",
+                    help="add an implementation under test (repeatable)")
+    group.addoption("--no-builtins", action="store_true", default=False,
+                    help="test only --impl / entry-point implementations")
+    group.addoption("--profile", dest="conformance_profile", default="ci", choices=PROFILES,
+                    help="ci (default: bounded, seed 0), dev, thorough")
+    group.addoption("--seed", dest="conformance_seed", type=int, default=None,
+                    help="seed for Hypothesis and test data (default 0 in ci, random otherwise)")
+    group.addoption("--report", dest="conformance_report", default=None, metavar="DIR",
+                    help="write report.json, summary.md and junit.xml into DIR")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "area(name): the conformance area a test belongs to")
+    config.addinivalue_line("markers", "needs(*features): implementation features a test needs")
+    worker_seed = getattr(config, "workerinput", {}).get("conformance_seed")
+    try:
+        state = RunState.from_options(config.option, worker_seed)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[STATE] = state
+    config.stash[COLLECTOR] = Collector()
+    apply_profile(state.profile, state.seed)
+    if state.report_dir is not None and not getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = str(state.report_dir / "junit.xml")
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(Accounting(config), "torch-conformance-accounting")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: hand the controller's seed to every worker."""
+    node.workerinput["conformance_seed"] = node.config.stash[STATE].seed
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    state = config.stash[STATE]
+    impls = ", ".join(f"{i.area}:{i.name}" for i in state.registry.all()) or "(none)"
+    return [
+        f"torch-conformance: device {state.device.torch_device} ({state.device.name}), "
+        f"matrix key {state.device.matrix_key}, torch {torch.__version__}",
+        f"torch-conformance: profile {state.profile}, seed {state.seed} "
+        f"(reproduce with --seed={state.seed}), matrix {state.matrix.path}",
+        f"torch-conformance: implementations: {impls}",
+    ]
+
+
+def _area_of(node: Any) -> str | None:
+    marker = node.get_closest_marker("area")
+    return marker.args[0] if marker and marker.args else None
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    area = _area_of(metafunc.definition)
+    if area is None:
+        return
+    state = metafunc.config.stash[STATE]
+    if area not in state.matrix.areas:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: area {area!r} is not in the "
+                                f"matrix {state.matrix.path}")
+    explicit = {
+        name for m in metafunc.definition.iter_markers("parametrize")
+        for name in (m.args[0].split(",") if isinstance(m.args[0], str) else m.args[0])
+    }
+    if "dtype" in metafunc.fixturenames and "dtype" not in explicit:
+        dtypes = [getattr(torch, d) for d in state.matrix.areas[area].dtypes]
+        metafunc.parametrize("dtype", dtypes, ids=_dtype_name)
+    if "impl" in metafunc.fixturenames:
+        impls = state.registry.for_area(area)
+        if impls:
+            metafunc.parametrize("impl", impls, ids=[i.name for i in impls])
+        else:
+            skip = pytest.mark.skip(reason=f"{SKIPPED_TAG} no implementation of area "
+                                           f"{area!r} is registered")
+            metafunc.parametrize("impl", [pytest.param(None, marks=skip)], ids=["no-impl"])
+
+
+def _unsupported_reason(item: pytest.Item, state: RunState, meta: dict[str, Any]) -> str | None:
+    key, area, dtype = state.device.matrix_key, meta["area"], meta["dtype"]
+    spec = state.matrix.devices.get(key)
+    if spec is None:
+        return f"the matrix has no entry for device {key!r}"
+    if area not in spec.areas:
+        return f"the matrix does not list area {area!r} for device {key!r}"
+    if dtype is not None and dtype not in spec.dtypes:
+        return f"the matrix does not list dtype {dtype} for device {key!r}"
+    impl = item.callspec.params.get("impl") if hasattr(item, "callspec") else None
+    if isinstance(impl, Impl):
+        needs = [f for m in item.iter_markers("needs") for f in m.args]
+        lacks = impl.caps.lacks(dtype=dtype, device=key, features=needs)
+        if lacks:
+            return f"implementation {impl.name} {lacks}"
+    return None
+
+
+def _hit(state: RunState, rules: list[Rule]) -> list[Rule]:
+    for rule in rules:
+        state.rule_hits[rule.label] = state.rule_hits.get(rule.label, 0) + 1
+    return rules
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    state = config.stash[STATE]
+    tags, key = state.device.tags, state.device.matrix_key
+    collected_ids: dict[str, list[str]] = {}
+    for item in items:
+        area = _area_of(item)
+        if area is None:
+            continue
+        params = getattr(item, "callspec", None)
+        params = params.params if params else {}
+        impl = params.get("impl")
+        dtype = params.get("dtype")
+        meta = {
+            "area": area,
+            "impl": impl.name if isinstance(impl, Impl) else None,
+            "impl_spec": impl.spec if isinstance(impl, Impl) else None,
+            "device": state.device.torch_device,
+            "dtype": _dtype_name(dtype) if dtype is not None else None,
+            "params": {k: _dtype_name(v) if isinstance(v, torch.dtype) else
+                       (v.name if isinstance(v, Impl) else v)
+                       for k, v in params.items()
+                       if isinstance(v, (int, float, str, bool, torch.dtype, Impl))},
+        }
+        meta["reproduce"] = Record(
+            nodeid=item.nodeid, area=area, impl="", device="", dtype=None,
+            repro_args=state.repro_args(meta["impl_spec"])).reproduce
+        item.stash[ITEM_META] = meta
+        collected_ids.setdefault(area, []).append(item.nodeid)
+        reason = _unsupported_reason(item, state, meta)
+        rules = _hit(state, state.matrix.applicable("unsupported", item.nodeid, area, key, tags))
+        if reason is None and rules:
+            reason = f"matrix {rules[0].label}: {rules[0].reason}"
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=f"{UNSUPPORTED_TAG} {reason}"))
+            continue
+        for rule in _hit(state, state.matrix.applicable(
+                "expected_failure", item.nodeid, area, key, tags)):
+            item.add_marker(pytest.mark.xfail(
+                reason=f"matrix {rule.label}: {rule.reason} ({rule.link})", strict=rule.strict))
+        loosen = _hit(state, state.matrix.applicable("tolerance", item.nodeid, area, key, tags))
+        if loosen:
+            factor = max(r.factor for r in loosen)
+            item.stash[ITEM_TOLERANCE] = (factor, tuple(f"{r.label}: {r.reason}" for r in loosen))
+    _warn_unmatched(config, state, collected_ids)
+
+
+def _warn_unmatched(config: pytest.Config, state: RunState, ids: dict[str, list[str]]) -> None:
+    collector = config.stash[COLLECTOR]
+    for rule in state.matrix.rules:
+        if rule.area not in ids or any(rule.matches_id(i) for i in ids[rule.area]):
+            continue
+        text = (f"{state.matrix.path}: {rule.label} (area {rule.area}, match "
+                f"{list(rule.patterns)}) matches no collected test")
+        collector.warnings.append(text)
+        if not hasattr(config, "workerinput"):
+            warnings.warn(MatrixWarning(text), stacklevel=1)
+
+
+@pytest.fixture(scope="session")
+def conformance_state(pytestconfig: pytest.Config) -> RunState:
+    """The run's device, matrix, registry, profile and seed."""
+    return pytestconfig.stash[STATE]
+
+
+@pytest.fixture(scope="session")
+def device(conformance_state: RunState) -> torch.device:
+    """The torch device under qualification (one per run; xdist workers are pinned)."""
+    return torch.device(conformance_state.device.torch_device)
+
+
+@pytest.fixture
+def record(request: pytest.FixtureRequest, conformance_state: RunState) -> Record:
+    """The test's Record: ``record.case(...)``, ``record.require(measurement)``."""
+    meta = request.node.stash.get(ITEM_META, None)
+    if meta is None:
+        raise RuntimeError("the record fixture needs a test marked with @pytest.mark.area")
+    factor, reasons = request.node.stash.get(ITEM_TOLERANCE, (1.0, ()))
+    rec = Record(
+        nodeid=request.node.nodeid,
+        area=meta["area"],
+        impl=meta["impl"] or "-",
+        device=meta["device"],
+        dtype=meta["dtype"],
+        repro_args=conformance_state.repro_args(meta["impl_spec"]),
+        tolerance_factor=factor,
+        tolerance_reasons=reasons,
+    )
+    request.node.stash[ITEM_RECORD] = rec
+    return rec
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest, conformance_state: RunState) -> np.random.Generator:
+    """A numpy Generator seeded from --seed and the test id (stable across xdist layouts)."""
+    salt = zlib.crc32(request.node.nodeid.encode())
+    return np.random.default_rng([conformance_state.seed, salt])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    outcome = yield
+    meta = item.stash.get(ITEM_META, None)
+    if meta is None:
+        return
+    report = outcome.get_result()
+    report.user_properties.append((META_KEY, json.dumps(meta, default=str)))
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        report.user_properties.append(("conformance_worker", worker))
+    rec = item.stash.get(ITEM_RECORD, None)
+    if rec is not None and report.when == "call":
+        report.user_properties.append((RECORD_KEY, json.dumps(rec.to_json(), default=str)))
+
+
+class Accounting:
+    """Controller-side: collects every test's outcome and record; prints and writes reports."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.state = config.stash[STATE]
+        self.collector = config.stash[COLLECTOR]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.collector.add(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.state.report_dir is None:
+            return
+        from conformance.probe import environment
+
+        report = build_report(self.collector, environment(self.state.device),
+                              self.state.run_info())
+        write_report(self.state.report_dir, report)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.collector.entries:
+            return
+        tr = terminalreporter
+        tr.section("torch-conformance")
+        counts = self.collector.counts()
+        tr.write_line(", ".join(f"{counts[o]} {o}" for o in OUTCOMES))
+        for area, impls in sorted(self.collector.by_area().items()):
+            for impl, row in sorted(impls.items()):
+                margin = row["worst_margin"]
+                shown = "-" if margin is None else f"{margin:.3g}"
+                tr.write_line(
+                    f"  {area:<8} {impl:<24} passed {row['passed']:>4}  "
+                    f"failed {row['failed'] + row['error']:>3}  "
+                    f"xfail {row['expected-fail']:>3}  unsupported {row['unsupported']:>4}  "
+                    f"skipped {row['skipped']:>3}  worst margin {shown}")
+        if self.state.report_dir is not None:
+            tr.write_line(f"report: {self.state.report_dir / 'report.json'}, "
+                          f"{self.state.report_dir / 'summary.md'}, {self.config.option.xmlpath}")

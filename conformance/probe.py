@@ -1,0 +1,177 @@
+"""Resolve ``--device``, probe the live device's capability tags, capture the environment."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from conformance.errors import ConfigError
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps", "xpu")
+# Optional packages whose presence becomes a capability tag (tag -> import name).
+OPTIONAL_PACKAGES = {
+    "triton": "triton",
+    "cutlass-dsl": "cutlass",
+    "flash-attn-4": "flash_attn",
+}
+DISTRIBUTIONS = ("numpy", "scipy", "hypothesis", "pytest", "pytest-xdist", "triton",
+                 "nvidia-cutlass-dsl", "flash-attn-4", "executorch")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    kind: str  # torch's device type: cpu | cuda | mps | xpu
+    matrix_key: str  # cpu | cuda | rocm | mps | xpu
+    torch_device: str  # e.g. "cuda:1"
+    name: str
+    tags: frozenset[str] = field(default_factory=frozenset)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _available(kind: str) -> bool:
+    if kind == "cpu":
+        return True
+    if kind == "cuda":
+        return torch.cuda.is_available()
+    if kind == "mps":
+        return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    if kind == "xpu":
+        return hasattr(torch, "xpu") and torch.xpu.is_available()
+    return False
+
+
+def _auto() -> str:
+    for kind in ("cuda", "xpu", "mps"):
+        if _available(kind):
+            return kind
+    return "cpu"
+
+
+def _worker_index() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    match = re.fullmatch(r"gw(\d+)", worker)
+    return int(match.group(1)) if match else 0
+
+
+def blas_info() -> dict[str, str]:
+    """BLAS/LAPACK/oneDNN facts from torch's build configuration."""
+    config = torch.__config__.show()
+    out: dict[str, str] = {}
+    for key in ("BLAS_INFO", "LAPACK_INFO", "USE_MKLDNN", "USE_OPENMP"):
+        match = re.search(rf"\b{key}=([^,\s]+)", config)
+        if match:
+            out[key] = match.group(1)
+    match = re.search(r"CPU capability usage: (\S+)", config)
+    if match:
+        out["CPU_CAPABILITY"] = match.group(1)
+    return out
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _package_tags() -> set[str]:
+    return {tag for tag, mod in OPTIONAL_PACKAGES.items() if importlib.util.find_spec(mod)}
+
+
+def resolve_device(requested: str) -> DeviceInfo:
+    """Turn ``--device`` into a DeviceInfo; ConfigError (one line) if unknown/unavailable."""
+    if requested not in DEVICE_CHOICES:
+        raise ConfigError(
+            f"--device: unknown device {requested!r} (expected one of: {', '.join(DEVICE_CHOICES)})"
+        )
+    kind = _auto() if requested == "auto" else requested
+    if not _available(kind):
+        raise ConfigError(
+            f"--device={kind}: no {kind} device is available to this torch "
+            f"{torch.__version__} build (use --device=auto or --device=cpu)"
+        )
+    tags = {kind, *_package_tags()}
+    details: dict[str, Any] = {}
+    blas = blas_info()
+    if "BLAS_INFO" in blas:
+        tags.add(f"blas:{blas['BLAS_INFO']}")
+    if torch.backends.mkldnn.is_available():
+        tags.add("mkldnn")
+    matrix_key, index, name = kind, 0, _cpu_name()
+    if kind == "cuda":
+        index = _worker_index() % max(torch.cuda.device_count(), 1)
+        props = torch.cuda.get_device_properties(index)
+        name = props.name
+        details["memory_bytes"] = int(props.total_memory)
+        details["multiprocessors"] = int(props.multi_processor_count)
+        if torch.version.hip:
+            matrix_key = "rocm"
+            tags.add("hip")
+            arch = getattr(props, "gcnArchName", "") or ""
+            if arch:
+                tags.add(arch.split(":")[0])
+                details["arch"] = arch
+        else:
+            major, minor = props.major, props.minor
+            tags.add(f"sm{major}{minor}")
+            details["compute_capability"] = f"{major}.{minor}"
+    elif kind == "xpu":
+        index = _worker_index() % max(torch.xpu.device_count(), 1)
+        props = torch.xpu.get_device_properties(index)
+        name = props.name
+        details["memory_bytes"] = int(getattr(props, "total_memory", 0))
+    elif kind == "mps":
+        name = f"Apple GPU ({platform.machine()})"
+    torch_device = f"{kind}:{index}" if kind in ("cuda", "xpu") else kind
+    if torch_device != kind:
+        getattr(torch, kind).set_device(index)
+    return DeviceInfo(kind, matrix_key, torch_device, name, frozenset(tags), details)
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def environment(info: DeviceInfo) -> dict[str, Any]:
+    """Everything a reader of a report needs to know about where it ran."""
+    driver = None
+    if info.kind == "cuda" and not torch.version.hip:
+        try:
+            driver = torch.cuda.driver_version() if hasattr(torch.cuda, "driver_version") else None
+        except Exception:  # pragma: no cover - depends on the driver
+            driver = None
+    return {
+        "device": {
+            "requested_kind": info.kind,
+            "matrix_key": info.matrix_key,
+            "torch_device": info.torch_device,
+            "name": info.name,
+            "tags": sorted(info.tags),
+            **info.details,
+        },
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": torch.version.hip,
+        "cuda_driver": driver,
+        "blas": blas_info(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "packages": {d: v for d in DISTRIBUTIONS if (v := _dist_version(d))},
+    }

@@ -1,0 +1,260 @@
+"""Outcome accounting and the report: JSON (versioned schema), Markdown summary.
+
+Works the same with and without xdist: the controller sees every worker's TestReport in
+``pytest_runtest_logreport``; each carries the test's record as a user property, so the
+controller alone builds the report (JUnit XML comes from pytest's own junitxml plugin).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance import REPORT_SCHEMA_VERSION, __version__
+
+OUTCOMES = (
+    "passed", "failed", "error", "expected-fail", "unexpected-pass", "unsupported", "skipped",
+)
+UNSUPPORTED_TAG = "[unsupported]"
+SKIPPED_TAG = "[skipped]"
+META_KEY = "conformance_meta"
+RECORD_KEY = "conformance_record"
+
+
+def _skip_reason(report: Any) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr or "")
+
+
+def _failure_text(report: Any) -> str:
+    text = getattr(report, "longreprtext", "") or str(report.longrepr or "")
+    for line in text.splitlines():
+        if line.startswith("E "):
+            return line[2:].strip()
+    return text.strip().splitlines()[-1] if text.strip() else "failed"
+
+
+def classify(report: Any) -> tuple[str, str] | None:
+    """(outcome, reason) concluded from one phase's TestReport, or None if it concludes
+    nothing (a passing setup or teardown)."""
+    wasxfail = getattr(report, "wasxfail", None)
+    if report.when == "call":
+        if report.passed:
+            if wasxfail is not None:
+                return "unexpected-pass", str(wasxfail)
+            return "passed", ""
+        if report.skipped and wasxfail is not None:
+            return "expected-fail", str(wasxfail)
+        if report.failed:
+            return "failed", _failure_text(report)
+    if report.skipped:
+        if wasxfail is not None:
+            return "expected-fail", str(wasxfail)
+        reason = _skip_reason(report)
+        if reason.startswith(UNSUPPORTED_TAG):
+            return "unsupported", reason[len(UNSUPPORTED_TAG):].strip()
+        return "skipped", reason.removeprefix(SKIPPED_TAG).strip()
+    if report.failed:
+        return "error", f"{report.when}: {_failure_text(report)}"
+    return None
+
+
+def _user_property(report: Any, key: str) -> Any:
+    for name, value in getattr(report, "user_properties", ()):
+        if name == key:
+            return json.loads(value) if isinstance(value, str) else value
+    return None
+
+
+@dataclass
+class Entry:
+    nodeid: str
+    outcome: str
+    reason: str
+    meta: dict[str, Any]
+    duration: float = 0.0
+    record: dict[str, Any] | None = None
+    worker: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        checks = (self.record or {}).get("checks", [])
+        margins = [c["margin"] for c in checks if c.get("margin") is not None]
+        return {
+            "nodeid": self.nodeid,
+            "area": self.meta.get("area"),
+            "impl": self.meta.get("impl"),
+            "device": self.meta.get("device"),
+            "dtype": self.meta.get("dtype"),
+            "params": self.meta.get("params", {}),
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "worst_margin": max(margins) if margins else None,
+            "duration_s": round(self.duration, 4),
+            "worker": self.worker,
+            "checks": checks,
+            "notes": (self.record or {}).get("notes", {}),
+            "tolerance_factor": (self.record or {}).get("tolerance_factor", 1.0),
+            "reproduce": (self.record or {}).get("reproduce") or self.meta.get("reproduce"),
+        }
+
+
+_PRECEDENCE = {"error": 3, "failed": 2, "unexpected-pass": 2}
+
+
+@dataclass
+class Collector:
+    entries: dict[str, Entry] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, report: Any) -> None:
+        meta = _user_property(report, META_KEY)
+        if meta is None:
+            return  # not a conformance test
+        verdict = classify(report)
+        entry = self.entries.get(report.nodeid)
+        if entry is None:
+            if verdict is None:
+                verdict = ("passed", "")  # provisional until the call phase reports
+            entry = Entry(report.nodeid, *verdict, meta=meta)
+            self.entries[report.nodeid] = entry
+        elif verdict is not None and (
+            report.when == "call"
+            or _PRECEDENCE.get(verdict[0], 0) > _PRECEDENCE.get(entry.outcome, 0)
+        ):
+            entry.outcome, entry.reason = verdict
+        entry.duration += float(getattr(report, "duration", 0.0) or 0.0)
+        record = _user_property(report, RECORD_KEY)
+        if record is not None:
+            entry.record = record
+        worker = getattr(getattr(report, "node", None), "workerid", None)
+        entry.worker = worker or _user_property(report, "conformance_worker") or entry.worker
+
+    def counts(self) -> dict[str, int]:
+        c = Counter(e.outcome for e in self.entries.values())
+        return {o: c.get(o, 0) for o in OUTCOMES}
+
+    def by_area(self) -> dict[str, dict[str, dict[str, Any]]]:
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for e in self.entries.values():
+            row = out.setdefault(e.meta.get("area", "?"), {}).setdefault(
+                e.meta.get("impl", "?"), {**{o: 0 for o in OUTCOMES}, "worst_margin": None}
+            )
+            row[e.outcome] += 1
+            margin = e.to_json()["worst_margin"]
+            if margin is not None and (row["worst_margin"] is None or margin > row["worst_margin"]):
+                row["worst_margin"] = margin
+        return out
+
+
+def build_report(
+    collector: Collector, environment: dict[str, Any], run: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "schema": "torch-conformance-report",
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "tool_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "run": run,
+        "environment": environment,
+        "summary": collector.counts(),
+        "areas": collector.by_area(),
+        "warnings": list(collector.warnings),
+        "results": [e.to_json() for e in sorted(collector.entries.values(),
+                                                key=lambda e: e.nodeid)],
+    }
+
+
+def _margin(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    env, run = report["environment"], report["run"]
+    dev = env["device"]
+    lines = [
+        "# torch-conformance report",
+        "",
+        f"- device: **{dev['torch_device']}** ({dev['name']}; matrix key `{dev['matrix_key']}`)",
+        f"- torch {env['torch']}, CUDA {env['cuda']}, HIP {env['hip']}, "
+        f"Python {env['python']}, BLAS {env['blas'].get('BLAS_INFO', '?')}",
+        f"- profile `{run['profile']}`, seed {run['seed']}, matrix `{run['matrix']}`",
+        f"- created {report['created']}, command: `{run['command']}`",
+        "",
+        "## Summary",
+        "",
+        "| " + " | ".join(OUTCOMES) + " |",
+        "|" + "---|" * len(OUTCOMES),
+        "| " + " | ".join(str(report["summary"][o]) for o in OUTCOMES) + " |",
+        "",
+        "Margin = worst measured error / bound over the area's bounded checks (< 1 passes).",
+        "",
+        "## By area and implementation",
+        "",
+        "| area | implementation | passed | failed | error | xfail | xpass | unsupported "
+        "| skipped | worst margin |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for area, impls in sorted(report["areas"].items()):
+        for impl, row in sorted(impls.items()):
+            lines.append(
+                f"| {area} | `{impl}` | {row['passed']} | {row['failed']} | {row['error']} | "
+                f"{row['expected-fail']} | {row['unexpected-pass']} | {row['unsupported']} | "
+                f"{row['skipped']} | {_margin(row['worst_margin'])} |"
+            )
+    sections = [
+        ("Failures", ("failed", "error", "unexpected-pass")),
+        ("Expected failures", ("expected-fail",)),
+        ("Unsupported (by design)", ("unsupported",)),
+        ("Skipped (missing hardware or package)", ("skipped",)),
+    ]
+    for title, outcomes in sections:
+        rows = [r for r in report["results"] if r["outcome"] in outcomes]
+        if not rows:
+            continue
+        lines += ["", f"## {title} ({len(rows)})", ""]
+        for r in rows[:200]:
+            lines.append(f"- `{r['nodeid']}`: {r['reason']}")
+            if r["outcome"] in ("failed", "error") and r.get("reproduce"):
+                lines.append(f"  - reproduce: `{r['reproduce']}`")
+        if len(rows) > 200:
+            lines.append(f"- ... and {len(rows) - 200} more (see report.json)")
+    noted = [r for r in report["results"] if r["notes"]]
+    if noted:
+        lines += ["", "## Notes recorded by checks", ""]
+        seen: set[str] = set()
+        for r in noted:
+            text = ", ".join(f"{k}: {v}" for k, v in sorted(r["notes"].items()))
+            if text not in seen:
+                seen.add(text)
+                lines.append(f"- {r['area']} / `{r['impl']}` / {r['dtype']}: {text}")
+    if report["warnings"]:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in report["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def _strict_json(value: Any) -> Any:
+    """JSON has no infinities or NaN: write them as the strings "inf", "-inf", "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict_json(v) for v in value]
+    return value
+
+
+def write_report(directory: Path, report: dict[str, Any]) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path = directory / "report.json"
+    text = json.dumps(_strict_json(report), indent=1, allow_nan=False, default=str)
+    json_path.write_text(text + "\n", encoding="utf-8")
+    md_path = directory / "summary.md"
+    md_path.write_text(render_markdown(report), encoding="utf-8")
+    return [json_path, md_path]

@@ -1,0 +1,93 @@
+"""Everything decided once per run: device, matrix, implementations, profile, seed."""
+
+from __future__ import annotations
+
+import random
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.errors import ConfigError
+from conformance.matrix import DEFAULT_MATRIX, Matrix, load_matrix
+from conformance.probe import DeviceInfo, resolve_device
+from conformance.registry import Registry, build_registry
+
+PROFILES = ("ci", "dev", "thorough")
+
+
+@dataclass
+class RunState:
+    device: DeviceInfo
+    matrix: Matrix
+    registry: Registry
+    profile: str
+    seed: int
+    impl_options: list[str]
+    matrix_option: str | None
+    include_builtins: bool
+    report_dir: Path | None
+    command: str
+    rule_hits: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, opt: Any, seed_from_controller: int | None = None) -> RunState:
+        profile = opt.conformance_profile
+        if profile not in PROFILES:
+            raise ConfigError(f"--profile: unknown profile {profile!r} "
+                              f"(expected one of: {', '.join(PROFILES)})")
+        matrix = load_matrix(opt.device_matrix)
+        device = resolve_device(opt.device)
+        impl_options = list(opt.conformance_impl or [])
+        registry = build_registry(
+            {name: area.builtins for name, area in matrix.areas.items()},
+            impl_options,
+            include_builtins=not opt.no_builtins,
+        )
+        seed = opt.conformance_seed
+        if seed is None:
+            seed = seed_from_controller
+        if seed is None:
+            seed = 0 if profile == "ci" else random.SystemRandom().randrange(2**31)
+        report_dir = Path(opt.conformance_report) if opt.conformance_report else None
+        return cls(
+            device=device,
+            matrix=matrix,
+            registry=registry,
+            profile=profile,
+            seed=int(seed),
+            impl_options=impl_options,
+            matrix_option=opt.device_matrix,
+            include_builtins=not opt.no_builtins,
+            report_dir=report_dir,
+            command=shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        )
+
+    def repro_args(self, impl_spec: str | None = None, impl_area: str | None = None) -> list[str]:
+        """Options that reproduce one test exactly (device, matrix, profile, seed, impl)."""
+        args = [f"--device={self.device.kind}", f"--profile={self.profile}", f"--seed={self.seed}"]
+        if self.matrix_option and Path(self.matrix_option).resolve() != DEFAULT_MATRIX.resolve():
+            args.append(f"--device-matrix={self.matrix_option}")
+        for text in self.impl_options:
+            if impl_spec is None or text.split("=", 1)[-1].strip() == impl_spec:
+                args.append(f"--impl={text}")
+        if not self.include_builtins:
+            args.append("--no-builtins")
+        return args
+
+    def run_info(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "profile": self.profile,
+            "seed": self.seed,
+            "matrix": str(self.matrix.path),
+            "impl_options": self.impl_options,
+            "implementations": [
+                {"area": i.area, "name": i.name, "spec": i.spec, "origin": i.origin,
+                 "dtypes": sorted(i.caps.dtypes) if i.caps.dtypes is not None else "all",
+                 "devices": sorted(i.caps.devices) if i.caps.devices is not None else "all",
+                 "features": sorted(i.caps.features) if i.caps.features is not None else "all"}
+                for i in self.registry.all()
+            ],
+        }

@@ -1,0 +1,1 @@
+"""Implementations under test that the project ships: adapters over torch APIs, own kernels."""

@@ -44,6 +44,11 @@ class DeviceSpec:
     description: str = ""
 
 
+def _literal_brackets(pattern: str) -> str:
+    """Test ids contain [...]: in matrix patterns brackets are literal, only * and ? match."""
+    return "".join({"[": "[[]", "]": "[]]"}.get(c, c) for c in pattern)
+
+
 @dataclass(frozen=True)
 class Rule:
     """One tolerance / expected-failure / unsupported entry."""
@@ -66,7 +71,7 @@ class Rule:
         return f"{section.get(self.kind, self.kind)}[{self.index}]"
 
     def matches_id(self, nodeid: str) -> bool:
-        return any(fnmatch.fnmatchcase(nodeid, p) for p in self.patterns)
+        return any(fnmatch.fnmatchcase(nodeid, _literal_brackets(p)) for p in self.patterns)
 
     def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str]) -> bool:
         if area != self.area or not self.matches_id(nodeid):

@@ -15,6 +15,7 @@ import torch
 
 from conformance.errors import ConfigError
 from conformance.matrix import Rule
+from conformance.outcomes import SKIPPED_TAG, UNSUPPORTED_TAG
 from conformance.profiles import apply_profile
 from conformance.record import Record
 from conformance.registry import Impl
@@ -22,8 +23,6 @@ from conformance.report import (
     META_KEY,
     OUTCOMES,
     RECORD_KEY,
-    SKIPPED_TAG,
-    UNSUPPORTED_TAG,
     Collector,
     build_report,
     write_report,
@@ -118,9 +117,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         name for m in metafunc.definition.iter_markers("parametrize")
         for name in (m.args[0].split(",") if isinstance(m.args[0], str) else m.args[0])
     }
-    if "dtype" in metafunc.fixturenames and "dtype" not in explicit:
-        dtypes = [getattr(torch, d) for d in state.matrix.areas[area].dtypes]
-        metafunc.parametrize("dtype", dtypes, ids=_dtype_name)
     if "impl" in metafunc.fixturenames:
         impls = state.registry.for_area(area)
         if impls:
@@ -129,6 +125,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             skip = pytest.mark.skip(reason=f"{SKIPPED_TAG} no implementation of area "
                                            f"{area!r} is registered")
             metafunc.parametrize("impl", [pytest.param(None, marks=skip)], ids=["no-impl"])
+    if "dtype" in metafunc.fixturenames and "dtype" not in explicit:
+        dtypes = [getattr(torch, d) for d in state.matrix.areas[area].dtypes]
+        metafunc.parametrize("dtype", dtypes, ids=_dtype_name)
 
 
 def _unsupported_reason(item: pytest.Item, state: RunState, meta: dict[str, Any]) -> str | None:

@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from conformance import REPORT_SCHEMA_VERSION, __version__
+from conformance.outcomes import SKIPPED_TAG, UNSUPPORTED_TAG
 
 OUTCOMES = (
     "passed", "failed", "error", "expected-fail", "unexpected-pass", "unsupported", "skipped",
 )
-UNSUPPORTED_TAG = "[unsupported]"
-SKIPPED_TAG = "[skipped]"
 META_KEY = "conformance_meta"
 RECORD_KEY = "conformance_record"
 
@@ -69,7 +68,8 @@ def classify(report: Any) -> tuple[str, str] | None:
 def _user_property(report: Any, key: str) -> Any:
     for name, value in getattr(report, "user_properties", ()):
         if name == key:
-            return json.loads(value) if isinstance(value, str) else value
+            decode = key in (META_KEY, RECORD_KEY) and isinstance(value, str)
+            return json.loads(value) if decode else value
     return None
 
 

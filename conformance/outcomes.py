@@ -1,0 +1,24 @@
+"""Outcomes beyond pass/fail, for tests to declare from inside their body.
+
+The matrix and the implementations' declared capabilities mark most unsupported cases at
+collection time; these helpers cover what is only known at run time.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import pytest
+
+UNSUPPORTED_TAG = "[unsupported]"
+SKIPPED_TAG = "[skipped]"
+
+
+def unsupported(reason: str) -> NoReturn:
+    """The case does not apply by design (reported as unsupported, never as passed)."""
+    pytest.skip(f"{UNSUPPORTED_TAG} {reason}")
+
+
+def missing(reason: str) -> NoReturn:
+    """Missing hardware or an optional package (reported as skipped, with the reason)."""
+    pytest.skip(f"{SKIPPED_TAG} {reason}")

@@ -1,0 +1,1 @@
+raise RuntimeError("this module is broken on import")

@@ -1,0 +1,1 @@
+"""Deliberately wrong implementations: the suite must flag every one of them."""

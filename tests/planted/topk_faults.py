@@ -1,0 +1,62 @@
+"""Wrong TopK implementations (each a bug seen in real selection kernels)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def nan_smallest(x, k, dim=-1, largest=True, sorted=True):
+    """Orders NaN below every number (a comparator written without the NaN case)."""
+    if not x.dtype.is_floating_point:
+        return torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+    key = torch.where(torch.isnan(x), torch.full_like(x, -float("inf")), x)
+    _, idx = torch.topk(key, k, dim=dim, largest=largest, sorted=sorted)
+    # among -inf and NaN, prefer NaN last: stable enough for the bug to show
+    return x.gather(dim, idx) if x.dim() else x.clone(), idx
+
+
+def duplicate_index_on_ties(x, k, dim=-1, largest=True, sorted=True):
+    """Returns the first tied index twice (a race between threads writing equal keys)."""
+    values, idx = torch.topk(x, k, dim=dim, largest=largest, sorted=True)
+    if x.dim() == 0 or k < 2:
+        return values, idx
+    v, i = values.movedim(dim, -1).clone(), idx.movedim(dim, -1).clone()
+    tie = v[..., 1:] == v[..., :-1]
+    i[..., 1:] = torch.where(tie, i[..., :-1], i[..., 1:])
+    return v.movedim(-1, dim), i.movedim(-1, dim)
+
+
+def wrong_beyond_768(x, k, dim=-1, largest=True, sorted=True):
+    """Correct for short slices; for slices longer than 768 (a 3 KB float32 cache), only
+    the first 768 elements are searched and the tail of the result repeats them."""
+    n = x.shape[dim] if x.dim() else 1
+    if n <= 768 or k == 0:
+        return torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+    head = x.narrow(dim, 0, 768)
+    kk = min(k, 768)
+    values, idx = torch.topk(head, kk, dim=dim, largest=largest, sorted=sorted)
+    reps = -(-k // kk)
+    values = torch.cat([values] * reps, dim=dim).narrow(dim, 0, k)
+    idx = torch.cat([idx] * reps, dim=dim).narrow(dim, 0, k)
+    return values, idx
+
+
+def sign_of_zero_lost(x, k, dim=-1, largest=True, sorted=True):
+    """Returns +0.0 where the input held -0.0 (values rebuilt by an addition)."""
+    values, idx = torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+    if x.dtype.is_floating_point:
+        values = values + 0.0
+    return values, idx
+
+
+def ignores_sorted(x, k, dim=-1, largest=True, sorted=True):
+    """Never sorts its result (treats sorted=True like sorted=False, reversed)."""
+    values, idx = torch.topk(x, k, dim=dim, largest=largest, sorted=True)
+    if x.dim() == 0:
+        return values, idx
+    return values.flip(dim), idx.flip(dim)
+
+
+for _fn in (nan_smallest, duplicate_index_on_ties, wrong_beyond_768, sign_of_zero_lost,
+            ignores_sorted):
+    _fn.conformance_name = f"planted.{_fn.__name__}"

@@ -1,0 +1,36 @@
+"""Each deliberately wrong implementation, plugged in through --impl, must make the suite
+fail with a readable message naming the implementation, the broken property and a
+reproduce line. The built-in implementations pass the same suite (CI's conformance run)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SUITE
+
+PLANTED = [
+    ("topk", "topk_faults:nan_smallest", "values equal the oracle"),
+    ("topk", "topk_faults:duplicate_index_on_ties", "indices in range and distinct"),
+    ("topk", "topk_faults:wrong_beyond_768", "topk"),
+    ("topk", "topk_faults:sign_of_zero_lost", "sign of zero included"),
+    ("topk", "topk_faults:ignores_sorted", "in order"),
+    ("gemm", "gemm_faults:fp16_accumulation", "accumulate float32"),
+    ("gemm", "gemm_faults:ignores_strides", "forward-error bound"),
+    ("gemm", "gemm_faults:drops_last_k", "forward-error bound"),
+    ("gemm", "gemm_faults:truncating_output", "forward-error bound"),
+    ("gemm", "gemm_faults:first_batch_only", "forward-error bound"),
+]
+
+
+@pytest.mark.parametrize("area,spec,expected", PLANTED, ids=[p[1] for p in PLANTED])
+def test_planted_fault_is_flagged(suite, area, spec, expected):
+    name = "planted." + spec.split(":")[1]
+    run = suite(str(SUITE / area), "-n", "0", "-x", "-q", "--no-builtins",
+                f"--impl={area}=planted.{spec}")
+    assert run.returncode == 1, run.output[-3000:]
+    assert f"[{area}]" in run.stdout and expected in run.stdout, run.stdout[-3000:]
+    assert f"impl={name}" in run.stdout
+    assert "reproduce: pytest" in run.stdout and f"--impl={area}=planted.{spec}" in run.stdout
+    failed = [r for r in run.report["results"] if r["outcome"] == "failed"]
+    assert failed and all(r["impl"] == name for r in failed)
+    assert run.report["summary"]["failed"] >= 1

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import platform
 import re
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,14 +148,26 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
+def _driver_version(info: DeviceInfo) -> str | None:
+    """The GPU driver's version (nvidia-smi / rocm-smi), or None off GPUs or without them."""
+    if info.kind != "cuda":
+        return None
+    tool = ["rocm-smi", "--showdriverversion"] if torch.version.hip else [
+        "nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+    try:
+        proc = subprocess.run(tool, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+    if proc.returncode != 0 or not lines:
+        return None
+    match = re.search(r"\d+(\.\d+)+", lines[-1] if torch.version.hip else lines[0])
+    return match.group(0) if match else lines[0]
+
+
 def environment(info: DeviceInfo) -> dict[str, Any]:
     """Everything a reader of a report needs to know about where it ran."""
-    driver = None
-    if info.kind == "cuda" and not torch.version.hip:
-        try:
-            driver = torch.cuda.driver_version() if hasattr(torch.cuda, "driver_version") else None
-        except Exception:  # pragma: no cover - depends on the driver
-            driver = None
+    driver = _driver_version(info)
     return {
         "device": {
             "requested_kind": info.kind,

@@ -15,7 +15,7 @@ SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "report.schema.json").
 
 
 def _demo(suite, *args):
-    return suite(str(DEMO / "test_demo.py"), MATRIX, "--device=cpu", "-p", "no:randomly", *args)
+    return suite(str(DEMO / "demo_suite.py"), MATRIX, "--device=cpu", *args)
 
 
 def _outcomes(report):
@@ -88,7 +88,7 @@ def test_failure_message_is_uniform(suite):
     assert "[demo] twice the bound: error 2 exceeds bound 1 (ratio 2); planted" in run.stdout
     assert "impl=demo.good device=cpu dtype=float32" in run.stdout
     assert "case: size=3" in run.stdout
-    assert ("reproduce: pytest 'tests/demo/test_demo.py::test_fail[demo.good-float32]' "
+    assert ("reproduce: pytest 'tests/demo/demo_suite.py::test_fail[demo.good-float32]' "
             "--device=cpu --profile=ci --seed=0 --device-matrix=") in run.stdout
 
 
@@ -129,7 +129,7 @@ def test_bad_options_exit_4_with_one_line(suite, option, expected):
 
         if torch.cuda.is_available():
             pytest.skip("a CUDA device is available here")
-    run = suite(str(DEMO / "test_demo.py"), MATRIX, option, "--co", "-q", report=False)
+    run = suite(str(DEMO / "demo_suite.py"), MATRIX, option, "--co", "-q", report=False)
     assert run.returncode == 4, run.output
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("ERROR: "), lines

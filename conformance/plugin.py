@@ -199,19 +199,18 @@ def pytest_collection_modifyitems(
         if loosen:
             factor = max(r.factor for r in loosen)
             item.stash[ITEM_TOLERANCE] = (factor, tuple(f"{r.label}: {r.reason}" for r in loosen))
-    _warn_unmatched(config, state, collected_ids)
+    _warn_unmatched(state, collected_ids)
 
 
-def _warn_unmatched(config: pytest.Config, state: RunState, ids: dict[str, list[str]]) -> None:
-    collector = config.stash[COLLECTOR]
+def _warn_unmatched(state: RunState, ids: dict[str, list[str]]) -> None:
+    """Warn for matrix entries of a collected area that match none of its tests. Under xdist
+    the workers collect and warn; the controller records the forwarded warnings."""
     for rule in state.matrix.rules:
         if rule.area not in ids or any(rule.matches_id(i) for i in ids[rule.area]):
             continue
-        text = (f"{state.matrix.path}: {rule.label} (area {rule.area}, match "
-                f"{list(rule.patterns)}) matches no collected test")
-        collector.warnings.append(text)
-        if not hasattr(config, "workerinput"):
-            warnings.warn(MatrixWarning(text), stacklevel=1)
+        warnings.warn(MatrixWarning(
+            f"{state.matrix.path}: {rule.label} (area {rule.area}, match "
+            f"{list(rule.patterns)}) matches no collected test"), stacklevel=1)
 
 
 @pytest.fixture(scope="session")
@@ -280,6 +279,12 @@ class Accounting:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.collector.add(report)
+
+    def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
+        if issubclass(warning_message.category, MatrixWarning):
+            text = str(warning_message.message)
+            if text not in self.collector.warnings:
+                self.collector.warnings.append(text)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.state.report_dir is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, Phase, core, settings
 
-EXAMPLES = {"ci": 12, "dev": 40, "thorough": 400}
+EXAMPLES = {"ci": 25, "dev": 60, "thorough": 500}
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large,
                HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much]
 

@@ -231,9 +231,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         seen: set[str] = set()
         for r in noted:
             text = ", ".join(f"{k}: {v}" for k, v in sorted(r["notes"].items()))
-            if text not in seen:
-                seen.add(text)
-                lines.append(f"- {r['area']} / `{r['impl']}` / {r['dtype']}: {text}")
+            line = f"- {r['area']} / {r['dtype']}: {text}"
+            if line not in seen:
+                seen.add(line)
+                lines.append(line)
     if report["warnings"]:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in report["warnings"]]
     return "\n".join(lines) + "\n"

@@ -153,3 +153,27 @@ def test_entry_point_implementations_are_discovered(suite, tmp_path):
         os.environ["PYTHONPATH"] = os.environ["PYTHONPATH"].split(os.pathsep, 1)[1]
     impls = {i["name"]: i["origin"] for i in run.report["run"]["implementations"]}
     assert impls == {"demo.good": "builtin", "demo.float64_only": "entry point demo-plugin"}
+
+
+def test_seed_and_profile_reach_every_worker(suite):
+    run = _demo(suite, "-n", "2", "--profile=dev")
+    seed = run.report["run"]["seed"]
+    assert run.report["run"]["profile"] == "dev"
+    assert f"profile dev, seed {seed} (reproduce with --seed={seed})" in run.stdout
+    failed = [r for r in run.report["results"] if r["outcome"] == "failed"]
+    assert failed and all(f"--profile=dev --seed={seed}" in r["reproduce"] for r in failed)
+    again = _demo(suite, "-n", "0", "--profile=thorough", "--seed=1234", "-k", "test_fail")
+    assert "--profile=thorough --seed=1234" in again.stdout
+
+
+def test_runs_from_anywhere_with_pyargs(suite):
+    run = suite("--pyargs", "conformance", "--device=cpu", "--co", "-q", report=False)
+    assert run.returncode == 0, run.output
+    assert "topk/test_topk.py::test_random[torch.topk-float16]" in run.stdout
+    assert "gemm/test_gemm.py::test_random_2d[torch.matmul-bfloat16]" in run.stdout
+
+
+def test_unmatched_matrix_entries_are_reported_under_xdist(suite):
+    run = _demo(suite, "-n", "2")
+    assert len(run.report["warnings"]) == 1
+    assert "unsupported[1]" in run.report["warnings"][0]

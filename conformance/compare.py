@@ -69,8 +69,8 @@ def elementwise_bound(
     flat = int(np.argmax(ratio))
     index = np.unravel_index(flat, ref.shape)
     detail = (
-        f"worst element at {_fmt_index(index)}: got {actual[index]!r}, "
-        f"expected {ref[index]!r}, |error| {err[index]:.3g} vs bound {bound[index]:.3g}; "
+        f"worst element at {_fmt_index(index)}: got {float(actual[index])!r}, "
+        f"expected {float(ref[index])!r}, |error| {err[index]:.3g} vs bound {bound[index]:.3g}; "
         f"{int(np.count_nonzero(err > bound))} of {ref.size} elements out of bound"
     )
     return Measurement(name, float(err[index]), float(bound[index]), detail)

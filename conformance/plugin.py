@@ -17,7 +17,7 @@ from conformance.errors import ConfigError
 from conformance.matrix import Rule
 from conformance.outcomes import SKIPPED_TAG, UNSUPPORTED_TAG
 from conformance.profiles import apply_profile
-from conformance.record import Record
+from conformance.record import Record, reproduce_command
 from conformance.registry import Impl
 from conformance.report import (
     META_KEY,
@@ -179,9 +179,7 @@ def pytest_collection_modifyitems(
                        for k, v in params.items()
                        if isinstance(v, (int, float, str, bool, torch.dtype, Impl))},
         }
-        meta["reproduce"] = Record(
-            nodeid=item.nodeid, area=area, impl="", device="", dtype=None,
-            repro_args=state.repro_args(meta["impl_spec"])).reproduce
+        meta["reproduce"] = reproduce_command(item.nodeid, state.repro_args(meta["impl_spec"]))
         item.stash[ITEM_META] = meta
         collected_ids.setdefault(area, []).append(item.nodeid)
         reason = _unsupported_reason(item, state, meta)

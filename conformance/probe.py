@@ -148,6 +148,21 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
+def matmul_settings() -> dict[str, Any]:
+    """Global switches that change what a matmul computes (TF32, reduced-precision
+    reductions); a GEMM result is only meaningful next to them."""
+    cuda = torch.backends.cuda.matmul
+    return {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_allow_tf32": bool(cuda.allow_tf32),
+        "cuda_allow_fp16_reduced_precision_reduction":
+            bool(cuda.allow_fp16_reduced_precision_reduction),
+        "cuda_allow_bf16_reduced_precision_reduction":
+            bool(cuda.allow_bf16_reduced_precision_reduction),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+    }
+
+
 def _driver_version(info: DeviceInfo) -> str | None:
     """The GPU driver's version (nvidia-smi / rocm-smi), or None off GPUs or without them."""
     if info.kind != "cuda":
@@ -182,6 +197,7 @@ def environment(info: DeviceInfo) -> dict[str, Any]:
         "hip": torch.version.hip,
         "cuda_driver": driver,
         "blas": blas_info(),
+        "matmul_settings": matmul_settings(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu": _cpu_name(),

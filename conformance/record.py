@@ -24,6 +24,11 @@ def _jsonable(value: Any) -> Any:
     return str(value).removeprefix("torch.")
 
 
+def reproduce_command(nodeid: str, args: list[str]) -> str:
+    """The shell command that reruns one test with the run's options."""
+    return shlex.join(["pytest", nodeid, *args])
+
+
 @dataclass
 class CheckSummary:
     name: str
@@ -80,7 +85,7 @@ class Record:
 
     @property
     def reproduce(self) -> str:
-        return shlex.join(["pytest", self.nodeid, *self.repro_args])
+        return reproduce_command(self.nodeid, self.repro_args)
 
     def case(self, **params: Any) -> None:
         """Set the parameters of the case being checked (replaces the previous case)."""

@@ -185,6 +185,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- torch {env['torch']}, CUDA {env['cuda']}, HIP {env['hip']}, "
         f"Python {env['python']}, BLAS {env['blas'].get('BLAS_INFO', '?')}",
         f"- profile `{run['profile']}`, seed {run['seed']}, matrix `{run['matrix']}`",
+        "- matmul settings: " + ", ".join(f"{k}={v}" for k, v in
+                                           env.get("matmul_settings", {}).items()),
         f"- created {report['created']}, command: `{run['command']}`",
         "",
         "## Summary",

@@ -17,9 +17,9 @@ def _first_mismatch(ok: np.ndarray, got: np.ndarray, want: np.ndarray | None) ->
     if bad.size == 0:
         return ""
     where = tuple(int(i) for i in bad[0])
-    text = f"first at {where}: got {got[where]!r}"
+    text = f"first at {where}: got {got[where].item()!r}"
     if want is not None:
-        text += f", expected {want[where]!r}"
+        text += f", expected {want[where].item()!r}"
     return text
 
 

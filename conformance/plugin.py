@@ -71,6 +71,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE] = state
     config.stash[COLLECTOR] = Collector()
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if workers > 1 and state.device.kind == "cpu":
+        # xdist workers share the cores: avoid oversubscribing them with intra-op threads
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     apply_profile(state.profile, state.seed)
     if state.report_dir is not None and not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(state.report_dir / "junit.xml")

@@ -152,6 +152,16 @@ def _unsupported_reason(item: pytest.Item, state: RunState, meta: dict[str, Any]
     return None
 
 
+def _missing_reason(item: pytest.Item, state: RunState) -> str | None:
+    impl = item.callspec.params.get("impl") if hasattr(item, "callspec") else None
+    if isinstance(impl, Impl):
+        missing = impl.caps.missing_requirements(state.device.tags)
+        if missing:
+            return (f"implementation {impl.name} requires {', '.join(missing)} "
+                    f"(not present: tags here are {', '.join(sorted(state.device.tags))})")
+    return None
+
+
 def _hit(state: RunState, rules: list[Rule]) -> list[Rule]:
     for rule in rules:
         state.rule_hits[rule.label] = state.rule_hits.get(rule.label, 0) + 1
@@ -192,6 +202,10 @@ def pytest_collection_modifyitems(
             reason = f"matrix {rules[0].label}: {rules[0].reason}"
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=f"{UNSUPPORTED_TAG} {reason}"))
+            continue
+        missing = _missing_reason(item, state)
+        if missing is not None:
+            item.add_marker(pytest.mark.skip(reason=f"{SKIPPED_TAG} {missing}"))
             continue
         for rule in _hit(state, state.matrix.applicable(
                 "expected_failure", item.nodeid, area, key, tags)):

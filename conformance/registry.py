@@ -7,7 +7,11 @@ the callable declare what it supports; an absent attribute claims everything:
 - ``conformance_name``: str, the name used in test ids and reports
 - ``conformance_dtypes``: iterable of dtype names ("float16", "int64", ...)
 - ``conformance_devices``: iterable of device kinds ("cpu", "cuda", "rocm", "mps", "xpu")
-- ``conformance_features``: iterable of feature names the area defines
+- ``conformance_features``: iterable of feature names the area defines; a dotted feature
+  ("mask.causal") is also satisfied by any of its prefixes ("mask")
+- ``conformance_limits``: dict of area-defined limits (e.g. {"head_dims": [64, 128]})
+- ``conformance_requires``: iterable of capability tags the run must have ("flash-attn-4",
+  "sm90|sm100" for any of several); a missing one makes the case "skipped", not failed
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import importlib
 import importlib.metadata
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.errors import ConfigError
@@ -30,6 +34,8 @@ class Capabilities:
     dtypes: frozenset[str] | None = None
     devices: frozenset[str] | None = None
     features: frozenset[str] | None = None
+    limits: dict[str, Any] = field(default_factory=dict)
+    requires: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, obj: Any) -> Capabilities:
@@ -41,9 +47,24 @@ class Capabilities:
                 raise ConfigError(f"{attr} must be a list of names, got {value!r}")
             return frozenset(str(v) for v in value)
 
+        limits = getattr(obj, "conformance_limits", None) or {}
+        if not isinstance(limits, dict):
+            raise ConfigError(f"conformance_limits must be a dict, got {limits!r}")
         return cls(
-            read("conformance_dtypes"), read("conformance_devices"), read("conformance_features")
+            read("conformance_dtypes"), read("conformance_devices"),
+            read("conformance_features"), dict(limits), read("conformance_requires") or frozenset(),
         )
+
+    def claims(self, feature: str) -> bool:
+        """True if the feature, or one of its dotted prefixes, is declared (or all are)."""
+        if self.features is None:
+            return True
+        parts = feature.split(".")
+        return any(".".join(parts[:i]) in self.features for i in range(1, len(parts) + 1))
+
+    def missing_requirements(self, tags: frozenset[str]) -> list[str]:
+        """Required capability tags this run lacks ("a|b" needs any one of a, b)."""
+        return [r for r in sorted(self.requires) if not set(r.split("|")) & tags]
 
     def lacks(
         self, *, dtype: str | None = None, device: str | None = None, features: Iterable[str] = ()
@@ -53,7 +74,7 @@ class Capabilities:
             return f"declares devices {sorted(self.devices)}, not {device}"
         if dtype is not None and self.dtypes is not None and dtype not in self.dtypes:
             return f"declares dtypes {sorted(self.dtypes)}, not {dtype}"
-        missing = [f for f in features if self.features is not None and f not in self.features]
+        missing = [f for f in features if not self.claims(f)]
         if missing:
             return f"does not declare feature(s) {', '.join(missing)}"
         return None

@@ -1,0 +1,131 @@
+"""The attention checks: run an implementation on a case and apply the FlashAttention rule
+
+    max|out - ref| <= r * max|base - ref| + atol
+
+with ref the float64 oracle, base the plain attention in the input precision, r = 2 for the
+forward pass (3 with softcap, whose tanh amplifies rounding) and 3 for gradients, and atol
+one rounding step (eps = 2u) of the output dtype at the magnitude of the terms the result
+sums (the oracle's P|V| for the output, P(|dO||V|^T + rowsum|dO||O|)|K| for dQ, ...; as
+|A||B| in a GEMM bound), times (1 + max|s'|): probabilities computed from scores of
+magnitude |s'| carry a relative error of about eps |s'| (exp's condition number), in any
+algorithm, and a kernel that recomputes P from a stored lse shows it where the baseline's
+softmax happens not to. The magnitude of the terms, not of the result, because a result
+that cancels to zero (gradients with one key) is still rounded at the terms' scale, while
+the plain baseline can cancel exactly and so calibrates nothing there. lse (float32 in every
+backend) uses the same rule with float32's eps at max|s'| + log(Sk); -inf entries (fully
+masked rows) must match exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from conformance.attention.cases import AttnCase
+from conformance.attention.reference import baseline, oracle_reference
+from conformance.compare import Measurement
+from conformance.outcomes import unsupported
+from conformance.record import Record
+from conformance.registry import Impl
+from conformance.tensors import exact_numpy
+
+EPS = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7, torch.float32: 2.0**-23,
+       torch.float64: 2.0**-52}
+
+
+def _max_err(got: np.ndarray, ref: np.ndarray) -> tuple[float, tuple[int, ...] | None]:
+    if got.shape != ref.shape:
+        return math.inf, None
+    if ref.size == 0:
+        return 0.0, None
+    same_inf = np.isinf(ref) & (got == ref)
+    with np.errstate(invalid="ignore"):
+        err = np.where(same_inf, 0.0, np.abs(got - ref))
+    err = np.where(np.isnan(err), np.inf, err)
+    idx = np.unravel_index(int(np.argmax(err)), err.shape)
+    return float(err[idx]), tuple(int(i) for i in idx)
+
+
+def fa_rule(name: str, got: np.ndarray, ref: np.ndarray, base: np.ndarray, r: float,
+            dtype: torch.dtype, terms: float) -> Measurement:
+    """The FlashAttention rule for one tensor; ``terms`` is the magnitude of what the
+    result sums. The detail names both errors."""
+    err, where = _max_err(got, ref)
+    base_err, _ = _max_err(base, ref)
+    atol = EPS[dtype] * max(terms, torch.finfo(dtype).tiny)
+    bound = r * base_err + atol
+    if where is None:
+        detail = f"shape {got.shape} != {ref.shape}" if got.shape != ref.shape else "empty"
+    else:
+        detail = (f"worst at {where}: got {float(got[where])!r}, expected {float(ref[where])!r}; "
+                  f"baseline error {base_err:.3g}, r = {r:g}, atol {atol:.3g}")
+    return Measurement(name, err, bound, detail)
+
+
+def _call(impl: Impl, case: AttnCase, q, k, v, block_mask, want_lse: bool) -> Any:
+    kwargs: dict[str, Any] = {"score_mod": case.score_mod_fn(case.device),
+                              "block_mask": block_mask, "scale": case.scale,
+                              "enable_gqa": case.hq != case.hkv}
+    if want_lse:
+        kwargs["return_lse"] = True
+    return impl(q, k, v, **kwargs)
+
+
+def block_mask_for(case: AttnCase) -> Any:
+    fn = case.mask_mod(case.device)
+    if fn is None:
+        return None
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(fn, case.batch, case.hq, case.sq, case.sk, device=case.device)
+
+
+def require_claimed(impl: Impl, case: AttnCase, *, lse: bool = False,
+                    backward: bool = False) -> None:
+    """Mark the case unsupported if the implementation does not declare what it needs."""
+    lacks = impl.caps.lacks(features=case.features(lse=lse, backward=backward))
+    if lacks is None:
+        allowed = impl.caps.limits.get("head_dims")
+        if allowed is not None and (case.d not in allowed or case.dv not in allowed):
+            lacks = f"declares head dims {list(allowed)}, not D={case.d}, Dv={case.dv}"
+    if lacks:
+        unsupported(f"implementation {impl.name} {lacks}")
+
+
+def check_forward(record: Record, impl: Impl, case: AttnCase, *, lse: bool) -> None:
+    """Forward output (and lse) under the FlashAttention rule."""
+    __tracebackhide__ = True
+    record.case(**case.describe())
+    q, k, v, _ = case.inputs()
+    result = _call(impl, case, q, k, v, block_mask_for(case), lse)
+    out, got_lse = result if lse else (result, None)
+    ref = oracle_reference(case, q, k, v)
+    base = baseline(case, q, k, v)
+    r = 3.0 if case.score_mod == "softcap" else 2.0
+    record.require(fa_rule("out within r*baseline error + atol of the float64 oracle",
+                           exact_numpy(out), ref.out, base.out, r, case.dtype,
+                           ref.terms["out"]))
+    if lse:
+        record.require(fa_rule("lse (natural log) within r*baseline error + atol",
+                               exact_numpy(got_lse).astype(np.float64), ref.lse, base.lse, r,
+                               torch.float32, ref.terms["lse"]))
+
+
+def check_backward(record: Record, impl: Impl, case: AttnCase) -> None:
+    """dQ, dK, dV under the FlashAttention rule with r = 3."""
+    __tracebackhide__ = True
+    record.case(**case.describe())
+    q, k, v, d_out = case.inputs()
+    qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    out = _call(impl, case, qg, kg, vg, block_mask_for(case), False)
+    dq, dk, dv = torch.autograd.grad(out, (qg, kg, vg), d_out)
+    ref = oracle_reference(case, q, k, v, d_out)
+    base = baseline(case, q, k, v, d_out)
+    for name, got, want, b in (("dQ", dq, ref.dq, base.dq), ("dK", dk, ref.dk, base.dk),
+                               ("dV", dv, ref.dv, base.dv)):
+        record.require(fa_rule(f"{name} within 3*baseline error + atol of the float64 oracle",
+                               exact_numpy(got), want, b, 3.0, case.dtype,
+                               ref.terms[name.lower()]))

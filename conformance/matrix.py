@@ -64,6 +64,22 @@ class Rule:
     link: str | None = None
     factor: float = 1.0
     strict: bool = True
+    impls: tuple[str, ...] = ()  # capability rules: implementation names (wildcards)
+    features: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+
+    @property
+    def is_capability_rule(self) -> bool:
+        """An unsupported entry that removes features/dtypes from implementations."""
+        return bool(self.impls)
+
+    def matches_impl(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, _literal_brackets(p)) for p in self.impls)
+
+    def selects_device(self, device: str, tags: frozenset[str]) -> bool:
+        if self.devices is not None and device not in self.devices:
+            return False
+        return self.when <= tags and not (self.unless & tags)
 
     @property
     def label(self) -> str:
@@ -74,11 +90,9 @@ class Rule:
         return any(fnmatch.fnmatchcase(nodeid, _literal_brackets(p)) for p in self.patterns)
 
     def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str]) -> bool:
-        if area != self.area or not self.matches_id(nodeid):
+        if area != self.area or not self.patterns or not self.matches_id(nodeid):
             return False
-        if self.devices is not None and device not in self.devices:
-            return False
-        return self.when <= tags and not (self.unless & tags)
+        return self.selects_device(device, tags)
 
 
 @dataclass(frozen=True)
@@ -127,7 +141,7 @@ def _rules(data: dict[str, Any]) -> tuple[Rule, ...]:
         ("unsupported", "unsupported"),
     ):
         for i, entry in enumerate(data.get(key) or []):
-            match = entry["match"]
+            match = entry.get("match", ())
             out.append(
                 Rule(
                     kind=kind,
@@ -141,6 +155,9 @@ def _rules(data: dict[str, Any]) -> tuple[Rule, ...]:
                     link=entry.get("link"),
                     factor=float(entry.get("factor", 1.0)),
                     strict=bool(entry.get("strict", True)),
+                    impls=tuple(entry.get("impls", ())),
+                    features=tuple(entry.get("features", ())),
+                    dtypes=tuple(entry.get("dtypes", ())),
                 )
             )
     return tuple(out)

@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from conformance.errors import ConfigError
-from conformance.matrix import Rule
 from conformance.outcomes import SKIPPED_TAG, UNSUPPORTED_TAG
 from conformance.profiles import apply_profile
 from conformance.record import Record, reproduce_command
@@ -162,12 +161,6 @@ def _missing_reason(item: pytest.Item, state: RunState) -> str | None:
     return None
 
 
-def _hit(state: RunState, rules: list[Rule]) -> list[Rule]:
-    for rule in rules:
-        state.rule_hits[rule.label] = state.rule_hits.get(rule.label, 0) + 1
-    return rules
-
-
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
@@ -197,7 +190,7 @@ def pytest_collection_modifyitems(
         item.stash[ITEM_META] = meta
         collected_ids.setdefault(area, []).append(item.nodeid)
         reason = _unsupported_reason(item, state, meta)
-        rules = _hit(state, state.matrix.applicable("unsupported", item.nodeid, area, key, tags))
+        rules = state.matrix.applicable("unsupported", item.nodeid, area, key, tags)
         if reason is None and rules:
             reason = f"matrix {rules[0].label}: {rules[0].reason}"
         if reason is not None:
@@ -207,11 +200,10 @@ def pytest_collection_modifyitems(
         if missing is not None:
             item.add_marker(pytest.mark.skip(reason=f"{SKIPPED_TAG} {missing}"))
             continue
-        for rule in _hit(state, state.matrix.applicable(
-                "expected_failure", item.nodeid, area, key, tags)):
+        for rule in state.matrix.applicable("expected_failure", item.nodeid, area, key, tags):
             item.add_marker(pytest.mark.xfail(
                 reason=f"matrix {rule.label}: {rule.reason} ({rule.link})", strict=rule.strict))
-        loosen = _hit(state, state.matrix.applicable("tolerance", item.nodeid, area, key, tags))
+        loosen = state.matrix.applicable("tolerance", item.nodeid, area, key, tags)
         if loosen:
             factor = max(r.factor for r in loosen)
             item.stash[ITEM_TOLERANCE] = (factor, tuple(f"{r.label}: {r.reason}" for r in loosen))
@@ -219,14 +211,23 @@ def pytest_collection_modifyitems(
 
 
 def _warn_unmatched(state: RunState, ids: dict[str, list[str]]) -> None:
-    """Warn for matrix entries of a collected area that match none of its tests. Under xdist
-    the workers collect and warn; the controller records the forwarded warnings."""
+    """Warn for matrix entries of a collected area that match none of its tests (or, for
+    capability entries, none of its implementations). Under xdist the workers collect and
+    warn; the controller records the forwarded warnings."""
     for rule in state.matrix.rules:
-        if rule.area not in ids or any(rule.matches_id(i) for i in ids[rule.area]):
+        if rule.area not in ids:
             continue
+        if rule.is_capability_rule:
+            names = [i.name for i in state.registry.for_area(rule.area)]
+            if any(rule.matches_impl(n) for n in names):
+                continue
+            what = f"impls {list(rule.impls)}) matches no registered implementation"
+        elif any(rule.matches_id(i) for i in ids[rule.area]):
+            continue
+        else:
+            what = f"match {list(rule.patterns)}) matches no collected test"
         warnings.warn(MatrixWarning(
-            f"{state.matrix.path}: {rule.label} (area {rule.area}, match "
-            f"{list(rule.patterns)}) matches no collected test"), stacklevel=1)
+            f"{state.matrix.path}: {rule.label} (area {rule.area}, {what}"), stacklevel=1)
 
 
 @pytest.fixture(scope="session")

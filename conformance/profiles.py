@@ -36,3 +36,9 @@ def apply_profile(profile: str, seed: int) -> None:
 def scale(profile: str, ci: int, dev: int, thorough: int) -> int:
     """Pick a size by profile (for sweeps that are not Hypothesis-driven)."""
     return {"ci": ci, "dev": dev, "thorough": thorough}[profile]
+
+
+def examples(fraction: float) -> settings:
+    """Settings for a heavier Hypothesis test: a fraction of the profile's example count
+    (read when the test module is imported, after the plugin loaded the profile)."""
+    return settings(max_examples=max(5, round(settings.default.max_examples * fraction)))

@@ -20,7 +20,7 @@ import importlib
 import importlib.metadata
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from conformance.errors import ConfigError
@@ -36,6 +36,9 @@ class Capabilities:
     features: frozenset[str] | None = None
     limits: dict[str, Any] = field(default_factory=dict)
     requires: frozenset[str] = frozenset()
+    # removed by the device matrix for this run's device: name -> the matrix's reason
+    excluded_features: dict[str, str] = field(default_factory=dict)
+    excluded_dtypes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, obj: Any) -> Capabilities:
@@ -55,8 +58,19 @@ class Capabilities:
             read("conformance_features"), dict(limits), read("conformance_requires") or frozenset(),
         )
 
+    def _excluded(self, feature: str) -> str | None:
+        parts = feature.split(".")
+        for i in range(1, len(parts) + 1):
+            reason = self.excluded_features.get(".".join(parts[:i]))
+            if reason is not None:
+                return reason
+        return None
+
     def claims(self, feature: str) -> bool:
-        """True if the feature, or one of its dotted prefixes, is declared (or all are)."""
+        """True if the feature, or one of its dotted prefixes, is declared (or all are),
+        and the matrix did not remove it for this device."""
+        if self._excluded(feature) is not None:
+            return False
         if self.features is None:
             return True
         parts = feature.split(".")
@@ -72,8 +86,14 @@ class Capabilities:
         """Why the implementation does not claim this case, or None if it does."""
         if device is not None and self.devices is not None and device not in self.devices:
             return f"declares devices {sorted(self.devices)}, not {device}"
+        if dtype is not None and dtype in self.excluded_dtypes:
+            return f"does not support {dtype} here ({self.excluded_dtypes[dtype]})"
         if dtype is not None and self.dtypes is not None and dtype not in self.dtypes:
             return f"declares dtypes {sorted(self.dtypes)}, not {dtype}"
+        for f in features:
+            reason = self._excluded(f)
+            if reason is not None:
+                return f"does not support {f} here ({reason})"
         missing = [f for f in features if not self.claims(f)]
         if missing:
             return f"does not declare feature(s) {', '.join(missing)}"
@@ -161,6 +181,24 @@ class Registry:
         if name != impl.name:
             impl = Impl(impl.area, name, impl.fn, impl.spec, impl.origin, impl.caps)
         impls.append(impl)
+
+    def restrict(self, area: str, match: Callable[[str], bool], features: Iterable[str],
+                 dtypes: Iterable[str], reason: str) -> int:
+        """Remove features/dtypes from the matching implementations; returns how many."""
+        hits = 0
+        impls = self._by_area.get(area, [])
+        for i, impl in enumerate(impls):
+            if not match(impl.name):
+                continue
+            caps = impl.caps
+            caps = replace(caps,
+                           excluded_features={**caps.excluded_features,
+                                              **dict.fromkeys(features, reason)},
+                           excluded_dtypes={**caps.excluded_dtypes,
+                                            **dict.fromkeys(dtypes, reason)})
+            impls[i] = replace(impl, caps=caps)
+            hits += 1
+        return hits
 
     def for_area(self, area: str) -> list[Impl]:
         return list(self._by_area.get(area, []))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ class RunState:
     include_builtins: bool
     report_dir: Path | None
     command: str
-    rule_hits: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_options(cls, opt: Any, seed_from_controller: int | None = None) -> RunState:
@@ -45,6 +44,10 @@ class RunState:
             impl_options,
             include_builtins=not opt.no_builtins,
         )
+        for rule in matrix.rules_of("unsupported"):
+            if rule.is_capability_rule and rule.selects_device(device.matrix_key, device.tags):
+                registry.restrict(rule.area, rule.matches_impl, rule.features, rule.dtypes,
+                                  f"matrix {rule.label}: {rule.reason}")
         seed = opt.conformance_seed
         if seed is None:
             seed = seed_from_controller
@@ -87,7 +90,9 @@ class RunState:
                 {"area": i.area, "name": i.name, "spec": i.spec, "origin": i.origin,
                  "dtypes": sorted(i.caps.dtypes) if i.caps.dtypes is not None else "all",
                  "devices": sorted(i.caps.devices) if i.caps.devices is not None else "all",
-                 "features": sorted(i.caps.features) if i.caps.features is not None else "all"}
+                 "features": sorted(i.caps.features) if i.caps.features is not None else "all",
+                 "limits": i.caps.limits, "requires": sorted(i.caps.requires),
+                 "removed_by_matrix": {**i.caps.excluded_features, **i.caps.excluded_dtypes}}
                 for i in self.registry.all()
             ],
         }

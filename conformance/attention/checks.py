@@ -65,7 +65,7 @@ def fa_rule(name: str, got: np.ndarray, ref: np.ndarray, base: np.ndarray, r: fl
     return Measurement(name, err, bound, detail)
 
 
-def _call(impl: Impl, case: AttnCase, q, k, v, block_mask, want_lse: bool) -> Any:
+def call_impl(impl: Impl, case: AttnCase, q, k, v, block_mask, want_lse: bool) -> Any:
     kwargs: dict[str, Any] = {"score_mod": case.score_mod_fn(case.device),
                               "block_mask": block_mask, "scale": case.scale,
                               "enable_gqa": case.hq != case.hkv}
@@ -100,7 +100,7 @@ def check_forward(record: Record, impl: Impl, case: AttnCase, *, lse: bool) -> N
     __tracebackhide__ = True
     record.case(**case.describe())
     q, k, v, _ = case.inputs()
-    result = _call(impl, case, q, k, v, block_mask_for(case), lse)
+    result = call_impl(impl, case, q, k, v, block_mask_for(case), lse)
     out, got_lse = result if lse else (result, None)
     ref = oracle_reference(case, q, k, v)
     base = baseline(case, q, k, v)
@@ -120,7 +120,7 @@ def check_backward(record: Record, impl: Impl, case: AttnCase) -> None:
     record.case(**case.describe())
     q, k, v, d_out = case.inputs()
     qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
-    out = _call(impl, case, qg, kg, vg, block_mask_for(case), False)
+    out = call_impl(impl, case, qg, kg, vg, block_mask_for(case), False)
     dq, dk, dv = torch.autograd.grad(out, (qg, kg, vg), d_out)
     ref = oracle_reference(case, q, k, v, d_out)
     base = baseline(case, q, k, v, d_out)

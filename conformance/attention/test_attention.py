@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 from conformance.attention.cases import AttnCase
 from conformance.attention.checks import check_backward, check_forward, require_claimed
 from conformance.attention.strategies import attn_cases
+from conformance.profiles import examples
 
 pytestmark = pytest.mark.area("attention")
 
 
+@examples(0.5)
 @given(data=st.data())
 def test_forward_random(impl, dtype, device, record, data):
     """Random geometry (GQA, Sq != Sk, awkward lengths, head dims), masks and mods."""
@@ -27,6 +29,7 @@ def test_forward_random(impl, dtype, device, record, data):
 
 
 @pytest.mark.needs("lse")
+@examples(0.5)
 @given(data=st.data())
 def test_forward_lse_random(impl, dtype, device, record, data):
     """As test_forward_random, also checking the natural-log logsumexp."""
@@ -35,6 +38,7 @@ def test_forward_lse_random(impl, dtype, device, record, data):
 
 
 @pytest.mark.needs("backward")
+@examples(0.5)
 @given(data=st.data())
 def test_backward_random(impl, dtype, device, record, data):
     """dQ, dK, dV of random cases."""
@@ -63,12 +67,19 @@ def _catalogue_case(impl, dtype, device, mask, score_mod, sq=113, sk=239) -> Att
 
 @pytest.mark.parametrize("mask,score_mod", CATALOGUE, ids=CATALOGUE_IDS)
 def test_forward_catalogue(impl, dtype, device, record, mask, score_mod):
-    """Every mask and score mod of the catalogue (Sq = 113 != Sk = 239, GQA where declared),
-    with lse where the implementation declares it."""
+    """Every mask and score mod of the catalogue (Sq = 113 != Sk = 239, GQA where declared)."""
     case = _catalogue_case(impl, dtype, device, mask, score_mod)
     require_claimed(impl, case)
-    lse = impl.caps.claims("lse")
-    check_forward(record, impl, case, lse=lse)
+    check_forward(record, impl, case, lse=False)
+
+
+@pytest.mark.needs("lse")
+@pytest.mark.parametrize("mask,score_mod", CATALOGUE, ids=CATALOGUE_IDS)
+def test_forward_lse_catalogue(impl, dtype, device, record, mask, score_mod):
+    """The catalogue again, with the natural-log logsumexp (-inf on fully masked rows)."""
+    case = _catalogue_case(impl, dtype, device, mask, score_mod)
+    require_claimed(impl, case, lse=True)
+    check_forward(record, impl, case, lse=True)
 
 
 @pytest.mark.needs("backward")

@@ -1,0 +1,134 @@
+"""Regression cases from real upstream bugs, each against the float64 oracle.
+
+- pytorch/pytorch#181645: FLASH backend returned lse scaled by ln 2 (log2 units).
+- pytorch/pytorch#188878: FLASH wrong with a vectorised score_mod gather.
+- pytorch/pytorch#153799: Triton flex backward NaN when seqlen % 128 != 0 with a block
+  mask and a score_mod.
+- fully masked rows: out = 0, lse = -inf, finite gradients.
+- GQA/MQA through every backend that declares it (FLASH included).
+- Dao-AILab/flash-attention#2396: softcap formula and its gradient.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from conformance.attention.cases import AttnCase
+from conformance.attention.checks import (
+    block_mask_for,
+    call_impl,
+    check_backward,
+    check_forward,
+    require_claimed,
+)
+from conformance.compare import Measurement
+from conformance.tensors import exact_numpy
+
+pytestmark = pytest.mark.area("attention")
+
+
+@pytest.mark.needs("lse")
+@pytest.mark.parametrize("sk", [1, 17, 128, 239], ids=lambda s: f"sk{s}")
+def test_lse_is_natural_log(impl, dtype, device, record, sk):
+    """pytorch#181645: with q = 0 every score is 0, so lse = ln(Sk) exactly (not log2)."""
+    case = AttnCase(1, 2, 2, 33, sk, 64, 64, dtype, seed=5, device=device)
+    require_claimed(impl, case, lse=True)
+    record.case(**case.describe(), q="zeros")
+    _, k, v, _ = case.inputs()
+    q = torch.zeros(1, 2, 33, 64, dtype=dtype, device=device)
+    out, lse = call_impl(impl, case, q, k, v, None, True)
+    got = exact_numpy(lse).astype(np.float64)
+    err = float(np.abs(got - math.log(sk)).max())
+    bound = 4 * 2.0**-23 * (math.log(sk) + 1)
+    record.require(Measurement("lse of all-zero scores equals ln(Sk)", err, bound,
+                               f"got {float(got.flat[0])!r}, expected ln({sk}) = "
+                               f"{math.log(sk)!r} (log2 would give {math.log2(sk)!r})"))
+    mean_v = exact_numpy(v).mean(axis=2, keepdims=True)
+    err = float(np.abs(exact_numpy(out) - mean_v).max())
+    record.require(Measurement("uniform attention averages V", err,
+                               8 * _eps(dtype) * float(np.abs(exact_numpy(v)).max()), ""))
+
+
+def _eps(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps
+
+
+@pytest.mark.parametrize("score_mod", ["bias_lookup", "rel_bias"])
+def test_vectorised_score_mod_gather(impl, dtype, device, record, score_mod):
+    """pytorch#188878: score_mods that gather from captured tensors with computed indices,
+    over several tiles in both directions (Sq = Sk = 256, B = 2, H = 4)."""
+    case = AttnCase(2, 4, 4, 256, 256, 64, 64, dtype, None, score_mod, seed=21, device=device)
+    require_claimed(impl, case)
+    check_forward(record, impl, case, lse=False)
+
+
+@pytest.mark.needs("backward")
+@pytest.mark.parametrize("seqlen", [129, 200, 255], ids=lambda s: f"s{s}")
+@pytest.mark.parametrize("mask,score_mod", [("causal_br", "alibi"),
+                                            ("block_sparse", "softcap")], ids=str)
+def test_backward_unaligned_block_mask_with_score_mod(impl, dtype, device, record, seqlen,
+                                                      mask, score_mod):
+    """pytorch#153799: backward with a block mask and a score_mod at seqlen % 128 != 0."""
+    case = AttnCase(1, 2, 2, seqlen, seqlen, 64, 64, dtype, mask, score_mod, seed=seqlen,
+                    device=device)
+    require_claimed(impl, case, backward=True)
+    check_backward(record, impl, case)
+
+
+def test_fully_masked_rows(impl, dtype, device, record):
+    """Rows with every key masked: out = 0 and lse = -inf (where lse is declared), and with
+    backward declared, finite gradients equal to the oracle's."""
+    case = AttnCase(1, 2, 2, 160, 144, 64, 64, dtype, "block_sparse", None, seed=3,
+                    device=device)
+    assert case.has_fully_masked_rows
+    require_claimed(impl, case)
+    check_forward(record, impl, case, lse=impl.caps.claims("lse"))
+    if impl.caps.claims("backward"):
+        check_backward(record, impl, case)
+
+
+@pytest.mark.needs("gqa")
+@pytest.mark.parametrize("hkv", [1, 2], ids=lambda h: "mqa" if h == 1 else f"gqa{8 // h}")
+def test_gqa_head_mapping(impl, dtype, device, record, hkv):
+    """GQA/MQA: query head h must read key/value head h // (Hq / Hkv); a causal mask so that
+    the FLASH path is exercised with its usual mask."""
+    dims = impl.caps.limits.get("head_dims", [128])
+    d = 128 if 128 in dims else dims[-1]
+    case = AttnCase(1, 8, hkv, 128, 128, d, d, dtype, "causal_br", None, seed=hkv,
+                    device=device)
+    require_claimed(impl, case)
+    check_forward(record, impl, case, lse=impl.caps.claims("lse"))
+
+
+@pytest.mark.parametrize("cap", [2.0, 5.0], ids=lambda c: f"cap{c:g}")
+def test_softcap_formula_and_gradient(impl, dtype, device, record, cap):
+    """flash-attention#2396: softcap is cap * tanh(score / cap) of the *scaled* score; with
+    scale = 1 and D = 64 the scores reach ~±20, deep in tanh's saturation."""
+    case = AttnCase(1, 2, 2, 64, 96, 64, 64, dtype, None, "softcap", 1.0, seed=int(cap),
+                    device=device)
+    case.params["score_mod"]["cap"] = cap
+    require_claimed(impl, case)
+    check_forward(record, impl, case, lse=impl.caps.claims("lse"))
+    if impl.caps.claims("backward"):
+        check_backward(record, impl, case)
+
+
+def test_block_mask_is_honoured(impl, dtype, device, record):
+    """Keys outside the mask must not contribute: huge values in masked-out V rows would
+    dominate any leak."""
+    case = AttnCase(1, 2, 2, 64, 64, 64, 64, dtype, "causal_br", None, seed=9, device=device)
+    require_claimed(impl, case)
+    record.case(**case.describe(), v="last 32 rows = 1e3")
+    q, k, v, _ = case.inputs()
+    v = v.clone()
+    v[:, :, 32:] = 1e3
+    out = call_impl(impl, case, q, k, v, block_mask_for(case), False)
+    first = float(np.abs(exact_numpy(out)[:, :, :32]).max())
+    visible = float(np.abs(exact_numpy(v)[:, :, :32]).max())
+    record.require(Measurement(
+        "rows 0..31 are convex combinations of V rows 0..31", first,
+        visible * (1 + 4 * _eps(dtype)), "a value near 1e3 means masked keys leaked in"))

@@ -19,6 +19,12 @@ PLANTED = [
     ("gemm", "gemm_faults:drops_last_k", "forward-error bound"),
     ("gemm", "gemm_faults:truncating_output", "forward-error bound"),
     ("gemm", "gemm_faults:first_batch_only", "forward-error bound"),
+    ("attention", "attention_faults:wrong_scale", "out within"),
+    ("attention", "attention_faults:lse_in_log2", "lse (natural log)"),
+    ("attention", "attention_faults:causal_top_left", "out within"),
+    ("attention", "attention_faults:mask_after_softmax", "out within"),
+    ("attention", "attention_faults:gqa_head_modulo", "out within"),
+    ("attention", "attention_faults:tiled_no_rescale", "out within"),
 ]
 
 
@@ -34,3 +40,15 @@ def test_planted_fault_is_flagged(suite, area, spec, expected):
     failed = [r for r in run.report["results"] if r["outcome"] == "failed"]
     assert failed and all(r["impl"] == name for r in failed)
     assert run.report["summary"]["failed"] >= 1
+
+
+@pytest.mark.parametrize("spec,scope", [
+    ("attention_faults:tiled_correct", []),
+    ("attention_faults:correct_dense", ["-k", "catalogue or regressions"]),
+], ids=["tiled_correct", "correct_dense"])
+def test_planted_controls_pass(suite, spec, scope):
+    """The planted faults' correct twins pass: their failures come from their bugs."""
+    run = suite(str(SUITE / "attention"), "-n", "0", "-q", "--no-builtins",
+                f"--impl=attention=planted.{spec}", *scope)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert run.report["summary"]["passed"] > 50

@@ -87,7 +87,7 @@ def _tiled(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=Fals
     s, keep, ve = _prepare(q, k, v, score_mod, block_mask, scale)
     if keep is not None:
         s = s.masked_fill(~keep, float("-inf"))
-    shape = s.shape[:-1] + (1,)
+    shape = (*s.shape[:-1], 1)
     m = torch.full(shape, float("-inf"), device=q.device)
     l = torch.zeros(shape, device=q.device)  # noqa: E741
     acc = torch.zeros(*s.shape[:-1], ve.shape[-1], device=q.device)

@@ -34,9 +34,13 @@ class Forward:
     out: np.ndarray  # (B, Hq, Sq, Dv)
     lse: np.ndarray  # (B, Hq, Sq), natural log, -inf on fully masked rows
     probs: np.ndarray  # (B, Hq, Sq, Sk)
-    out_terms: float  # max of P |V|: the magnitude of what each output sums
-    lse_terms: float  # max |s'| over unmasked scores, plus log(Sk)
     score_max: float  # max |s'| over unmasked scores: exp's condition number in softmax
+    out_terms: float | None = None  # max of P |V|: the magnitude of what an output sums
+
+    @property
+    def lse_terms(self) -> float:
+        """The magnitude of what lse sums: max |s'| plus log(Sk)."""
+        return self.score_max + float(np.log(max(self.probs.shape[-1], 1)))
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class Grads:
     dq: np.ndarray
     dk: np.ndarray
     dv: np.ndarray
-    terms: dict[str, float]  # per gradient: the magnitude of what it sums (see backward)
+    terms: dict[str, float] | None = None  # per gradient: the magnitude of what it sums
 
 
 def _check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> int:
@@ -85,64 +89,70 @@ def raw_scores(q: np.ndarray, k: np.ndarray, scale: float | None = None,
 def forward(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, *, scale: float | None = None,
     modified_scores: np.ndarray | None = None, mask: np.ndarray | None = None,
-    work: type = np.float64,
+    work: type = np.float64, terms: bool = False,
 ) -> Forward:
     """Attention forward. ``modified_scores`` is f(raw_scores) if a score modification
-    applies; ``mask`` is a boolean array broadcastable to (B, Hq, Sq, Sk), True = attend."""
+    applies; ``mask`` is a boolean array broadcastable to (B, Hq, Sq, Sk), True = attend.
+    ``terms`` also returns the magnitude of the summed terms (for error bounds)."""
     q, k, v = (np.asarray(t, work) for t in (q, k, v))
     group = _check_shapes(q, k, v)
     s = (raw_scores(q, k, scale, work) if modified_scores is None
-         else np.asarray(modified_scores, work))
-    keep = np.ones(s.shape, bool) if mask is None else np.broadcast_to(mask, s.shape)
-    s = np.where(keep, s, -np.inf)
+         else np.array(modified_scores, work))  # a private copy: modified in place below
+    if mask is not None:
+        np.copyto(s, -np.inf, where=~np.broadcast_to(mask, s.shape))
     row_max = s.max(axis=-1, keepdims=True, initial=-np.inf)
     empty = ~np.isfinite(row_max)  # fully masked row (or no keys at all)
-    shifted = np.exp(s - np.where(empty, 0.0, row_max))
-    total = shifted.sum(axis=-1, keepdims=True)
-    probs = np.where(empty, 0.0, shifted / np.where(empty, 1.0, total))
+    row_min = s.min(axis=-1, keepdims=True, initial=np.inf, where=np.isfinite(s))
+    finite_max = np.where(empty, 0.0, np.maximum(np.abs(row_max), np.abs(row_min)))
+    score_max = float(finite_max.max(initial=0.0))
+    s -= np.where(empty, 0.0, row_max)
+    probs = np.exp(s, out=s)  # exp(-inf) = 0 for masked entries and empty rows
+    total = probs.sum(axis=-1, keepdims=True)
+    probs /= np.where(empty, 1.0, total)
     with np.errstate(divide="ignore"):
         lse = np.where(empty, -np.inf, row_max + np.log(np.where(empty, 1.0, total)))[..., 0]
     ve = expand_kv(v, group)
     out = np.matmul(probs, ve)
-    finite = np.abs(s[np.isfinite(s)])
-    score_max = float(finite.max()) if finite.size else 0.0
-    lse_terms = score_max + float(np.log(max(s.shape[-1], 1)))
-    out_terms = float(np.matmul(probs, np.abs(ve)).max(initial=0.0))
-    return Forward(out, lse, probs, out_terms, lse_terms, score_max)
+    out_terms = float(np.matmul(probs, np.abs(ve)).max(initial=0.0)) if terms else None
+    return Forward(out, lse, probs, score_max, out_terms)
 
 
 def backward(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, d_out: np.ndarray, fwd: Forward, *,
     scale: float | None = None, score_derivative: np.ndarray | None = None,
-    work: type = np.float64,
+    work: type = np.float64, terms: bool = False,
 ) -> Grads:
     """Gradients of sum(out * d_out) with respect to q, k, v. ``score_derivative`` is
-    f'(raw scores) for a score modification f (1 where none applies)."""
+    f'(raw scores) for a score modification f (1 where none applies). ``terms`` also
+    returns the magnitude of the summed terms of each gradient (for error bounds)."""
     q, k, v, d_out = (np.asarray(t, work) for t in (q, k, v, d_out))
     group = _check_shapes(q, k, v)
     scale = 1 / np.sqrt(work(q.shape[-1])) if scale is None else work(scale)
     p = fwd.probs
     ve, ke = expand_kv(v, group), expand_kv(k, group)
     dv = reduce_kv(np.matmul(np.swapaxes(p, -1, -2), d_out), group)
-    dp = np.matmul(d_out, np.swapaxes(ve, -1, -2))
-    delta = (d_out * fwd.out).sum(axis=-1, keepdims=True)
-    ds = p * (dp - delta)
+    ds = np.matmul(d_out, np.swapaxes(ve, -1, -2))  # dP, then dS in place
+    ds -= (d_out * fwd.out).sum(axis=-1, keepdims=True)
+    ds *= p
+    deriv = None
     if score_derivative is not None:
-        ds = ds * np.where(p > 0, score_derivative, 0.0)
+        deriv = np.where(p > 0, score_derivative, 0.0)  # f' only where probability flows
+        ds *= deriv
     dq = scale * np.matmul(ds, ke)
     dk = reduce_kv(scale * np.matmul(np.swapaxes(ds, -1, -2), q), group)
+    if not terms:
+        return Grads(dq, dk, dv)
     # The same sums with every term replaced by its magnitude (as |A||B| for a product):
     # rounding errors of a correct kernel scale with these, even where a gradient cancels
     # to zero (one key, or a softmax row whose gradient sums to nothing).
-    dp_terms = np.matmul(np.abs(d_out), np.swapaxes(np.abs(ve), -1, -2))
-    delta_terms = (np.abs(d_out) * np.abs(fwd.out)).sum(axis=-1, keepdims=True)
-    ds_terms = p * (dp_terms + delta_terms)
-    if score_derivative is not None:
-        ds_terms = ds_terms * np.where(p > 0, np.abs(score_derivative), 0.0)
-    terms = {
+    ds_terms = np.matmul(np.abs(d_out), np.swapaxes(np.abs(ve), -1, -2))
+    ds_terms += (np.abs(d_out) * np.abs(fwd.out)).sum(axis=-1, keepdims=True)
+    ds_terms *= p
+    if deriv is not None:
+        ds_terms *= np.abs(deriv)
+    return Grads(dq, dk, dv, {
         "dq": float(abs(scale) * np.matmul(ds_terms, np.abs(ke)).max(initial=0.0)),
         "dk": float(abs(scale) * np.matmul(np.swapaxes(ds_terms, -1, -2), np.abs(q))
                     .max(initial=0.0)),
         "dv": float(np.matmul(np.swapaxes(p, -1, -2), np.abs(d_out)).max(initial=0.0)),
-    }
-    return Grads(dq, dk, dv, terms)
+    })

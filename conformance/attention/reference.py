@@ -56,7 +56,7 @@ def oracle_reference(case: AttnCase, q, k, v, d_out=None) -> Reference:
     s = oracle.raw_scores(q64, k64, case.scale, work)
     modded, deriv = _mods_on_scores(case, s)
     fwd = oracle.forward(q64, k64, v64, scale=case.scale, modified_scores=modded,
-                         mask=case.dense_mask, work=work)
+                         mask=case.dense_mask, work=work, terms=True)
     # Probabilities computed from scores of magnitude |s'| carry a relative error of about
     # eps * |s'| (exp's condition number), whatever the algorithm; hence the (1 + max|s'|).
     amplify = 1.0 + fwd.score_max
@@ -64,7 +64,7 @@ def oracle_reference(case: AttnCase, q, k, v, d_out=None) -> Reference:
                     terms={"out": amplify * fwd.out_terms, "lse": fwd.lse_terms})
     if d_out is not None:
         g = oracle.backward(q64, k64, v64, exact_numpy(d_out), fwd, scale=case.scale,
-                            score_derivative=deriv, work=work)
+                            score_derivative=deriv, work=work, terms=True)
         ref.dq, ref.dk, ref.dv = g.dq, g.dk, g.dv
         ref.terms.update({k: amplify * t for k, t in g.terms.items()})
     return ref

@@ -57,10 +57,10 @@ def main() -> None:
 
     t_oracle = _best(run_oracle, args.repeat)
     t_torch = _best(run_torch, args.repeat)
-    print(json.dumps({"shape": shape, "mask": "causal" if args.causal else "none", "oracle_s": round(t_oracle, 3),
-                      "torch_math_sdpa_s": round(t_torch, 3),
-                      "ratio": round(t_oracle / t_torch, 2), "torch_threads":
-                      torch.get_num_threads()}))
+    print(json.dumps({"shape": shape, "mask": "causal" if args.causal else "none",
+                      "oracle_s": round(t_oracle, 3), "torch_math_sdpa_s": round(t_torch, 3),
+                      "ratio": round(t_oracle / t_torch, 2),
+                      "torch_threads": torch.get_num_threads()}))
 
 
 if __name__ == "__main__":

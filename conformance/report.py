@@ -175,6 +175,19 @@ def _margin(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _grouped_by_reason(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per (area, implementation, reason) with a count and an example test."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for r in rows:
+        groups.setdefault((r["area"], r["impl"] or "-", r["reason"]), []).append(r["nodeid"])
+    lines = ["| area | implementation | tests | reason | e.g. |", "|---|---|---|---|---|"]
+    for (area, impl, reason), ids in sorted(groups.items()):
+        example = ids[0].split("::", 1)[-1]
+        cell = reason.replace("|", "\\|")
+        lines.append(f"| {area} | `{impl}` | {len(ids)} | {cell} | `{example}` |")
+    return lines
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     env, run = report["environment"], report["run"]
     dev = env["device"]
@@ -221,6 +234,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         if not rows:
             continue
         lines += ["", f"## {title} ({len(rows)})", ""]
+        if outcomes[0] in ("unsupported", "skipped"):
+            lines += _grouped_by_reason(rows)
+            continue
         for r in rows[:200]:
             lines.append(f"- `{r['nodeid']}`: {r['reason']}")
             if r["outcome"] in ("failed", "error") and r.get("reproduce"):

@@ -25,7 +25,7 @@ def attn_cases(draw: st.DrawFn, impl: Impl, dtype: torch.dtype, device: torch.de
     sq = draw(st.sampled_from(SEQ_LENS), label="Sq")
     sk = draw(st.sampled_from(SEQ_LENS), label="Sk")
     batch = draw(st.sampled_from([1, 2]), label="B")
-    assume(batch * hq * sq * sk <= MAX_SCORES)
+    assume(batch * hq * sq * sk <= min(MAX_SCORES, caps.limits.get("max_scores", MAX_SCORES)))
     dims = [d for d in HEAD_DIMS if d in caps.limits.get("head_dims", HEAD_DIMS)]
     assume(dims)
     d = draw(st.sampled_from(dims), label="D")

@@ -20,23 +20,32 @@ import numpy as np
 import torch
 
 if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel is defined
 
-from impls.attention.triton import mods
-from impls.attention.triton.blocks import tables, tile_mask
-from impls.attention.triton.bwd import attn_bwd_dkdv, attn_bwd_dq, attn_bwd_preprocess
-from impls.attention.triton.fwd import attn_fwd
-from impls.attention.triton.guards import Guarded, Unguarded
+try:
+    from impls.attention.triton import mods
+    from impls.attention.triton.blocks import tables, tile_mask
+    from impls.attention.triton.bwd import attn_bwd_dkdv, attn_bwd_dq, attn_bwd_preprocess
+    from impls.attention.triton.fwd import attn_fwd
+    from impls.attention.triton.guards import Guarded, Unguarded
+except ImportError as exc:  # no triton: the capability tag "triton" is then absent
+    _MISSING = exc
+    SCORE_MODS: dict = {}
+    MASK_MODS: dict = dict.fromkeys(["causal_tl", "causal_br", "sliding_window", "prefix_lm",
+                                     "document", "block_sparse"])
+else:
+    _MISSING = None
+    SCORE_MODS = {None: (mods.no_score_mod, mods.unit_grad),
+                  "alibi": (mods.alibi, mods.unit_grad),
+                  "softcap": (mods.softcap, mods.softcap_grad),
+                  "rel_bias": (mods.rel_bias, mods.unit_grad),
+                  "bias_lookup": (mods.bias_lookup, mods.unit_grad),
+                  "head_scale": (mods.head_scale, mods.head_scale_grad)}
+    MASK_MODS = {None: mods.no_mask, "causal_tl": mods.causal_tl, "causal_br": mods.causal_br,
+                 "sliding_window": mods.sliding_window, "prefix_lm": mods.prefix_lm,
+                 "document": mods.document, "block_sparse": mods.block_sparse}
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
-SCORE_MODS = {None: (mods.no_score_mod, mods.unit_grad), "alibi": (mods.alibi, mods.unit_grad),
-              "softcap": (mods.softcap, mods.softcap_grad),
-              "rel_bias": (mods.rel_bias, mods.unit_grad),
-              "bias_lookup": (mods.bias_lookup, mods.unit_grad),
-              "head_scale": (mods.head_scale, mods.head_scale_grad)}
-MASK_MODS = {None: mods.no_mask, "causal_tl": mods.causal_tl, "causal_br": mods.causal_br,
-             "sliding_window": mods.sliding_window, "prefix_lm": mods.prefix_lm,
-             "document": mods.document, "block_sparse": mods.block_sparse}
 
 
 @dataclass
@@ -170,6 +179,8 @@ class _Attention(torch.autograd.Function):
 
 def triton_attention(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
                      return_lse=False, *, fault: int = 0):
+    if _MISSING is not None:
+        raise NotImplementedError(f"triton is not installed ({_MISSING})")
     mask_fn = block_mask.mask_mod if block_mask is not None else None
     spec = _pack(score_mod, mask_fn, q.device)
     scale = 1.0 / float(q.shape[-1]) ** 0.5 if scale is None else float(scale)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from impls.attention.triton.tiles import load_tile, store_tile
+
 LOG2E = 1.4426950408889634
 
 
@@ -25,11 +27,8 @@ def attn_bwd_preprocess(OUT, DO, DELTA, s_ob, s_oh, s_om, s_db, s_dh, s_dm, H, S
     h = pid_bh % H
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_dv = tl.arange(0, BLOCK_DV)
-    ok = (offs_m[:, None] < SQ) & (offs_dv[None, :] < DV)
-    o = tl.load(OUT + b * s_ob + h * s_oh + offs_m[:, None] * s_om + offs_dv[None, :], mask=ok,
-                other=0.0).to(tl.float32)
-    do = tl.load(DO + b * s_db + h * s_dh + offs_m[:, None] * s_dm + offs_dv[None, :], mask=ok,
-                 other=0.0).to(tl.float32)
+    o = load_tile(OUT + b * s_ob + h * s_oh, offs_m, offs_dv, s_om, SQ, DV).to(tl.float32)
+    do = load_tile(DO + b * s_db + h * s_dh, offs_m, offs_dv, s_dm, SQ, DV).to(tl.float32)
     tl.store(DELTA + pid_bh * SQ + offs_m, tl.sum(o * do, 1), mask=offs_m < SQ)
 
 
@@ -68,11 +67,8 @@ def attn_bwd_dkdv(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    col_ok = offs_n < SK
-    k = tl.load(K + b * s_kb + hk * s_kh + offs_n[:, None] * s_kn + offs_d[None, :],
-                mask=col_ok[:, None] & (offs_d[None, :] < D), other=0.0)
-    v = tl.load(V + b * s_vb + hk * s_vh + offs_n[:, None] * s_vn + offs_dv[None, :],
-                mask=col_ok[:, None] & (offs_dv[None, :] < DV), other=0.0)
+    k = load_tile(K + b * s_kb + hk * s_kh, offs_n, offs_d, s_kn, SK, D)
+    v = load_tile(V + b * s_vb + hk * s_vh, offs_n, offs_dv, s_vn, SK, DV)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)
     for g in range(0, GROUP):
@@ -82,10 +78,8 @@ def attn_bwd_dkdv(
             start_m = tl.load(Q_IDX + table * MAX_BLOCKS + i) * BLOCK_M
             offs_m = start_m + tl.arange(0, BLOCK_M)
             row_ok = offs_m < SQ
-            q = tl.load(Q + b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :],
-                        mask=row_ok[:, None] & (offs_d[None, :] < D), other=0.0)
-            do = tl.load(DO + b * s_db + h * s_dh + offs_m[:, None] * s_dm + offs_dv[None, :],
-                         mask=row_ok[:, None] & (offs_dv[None, :] < DV), other=0.0)
+            q = load_tile(Q + b * s_qb + h * s_qh, offs_m, offs_d, s_qm, SQ, D)
+            do = load_tile(DO + b * s_db + h * s_dh, offs_m, offs_dv, s_dm, SQ, DV)
             lse = tl.load(LSE + (b * H + h) * SQ + offs_m, mask=row_ok, other=float("-inf"))
             delta = tl.load(DELTA + (b * H + h) * SQ + offs_m, mask=row_ok, other=0.0)
             p, grad = _probs(q, k, b, h, offs_m, offs_n, lse, AUXF, AUXI, SQ, SK, H, sm_scale,
@@ -94,11 +88,8 @@ def attn_bwd_dkdv(
             dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
             ds = p * (dp - delta[:, None]) * grad
             dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PRECISION)
-    tl.store(DK + b * s_dkb + hk * s_dkh + offs_n[:, None] * s_dkn + offs_d[None, :],
-             (dk * sm_scale).to(DK.dtype.element_ty),
-             mask=col_ok[:, None] & (offs_d[None, :] < D))
-    tl.store(DV_OUT + b * s_dvb + hk * s_dvh + offs_n[:, None] * s_dvn + offs_dv[None, :],
-             dv.to(DV_OUT.dtype.element_ty), mask=col_ok[:, None] & (offs_dv[None, :] < DV))
+    store_tile(DK + b * s_dkb + hk * s_dkh, offs_n, offs_d, s_dkn, SK, D, dk * sm_scale)
+    store_tile(DV_OUT + b * s_dvb + hk * s_dvh, offs_n, offs_dv, s_dvn, SK, DV, dv)
 
 
 @triton.jit
@@ -121,10 +112,8 @@ def attn_bwd_dq(
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
     row_ok = offs_m < SQ
-    q = tl.load(Q + b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :],
-                mask=row_ok[:, None] & (offs_d[None, :] < D), other=0.0)
-    do = tl.load(DO + b * s_db + h * s_dh + offs_m[:, None] * s_dm + offs_dv[None, :],
-                 mask=row_ok[:, None] & (offs_dv[None, :] < DV), other=0.0)
+    q = load_tile(Q + b * s_qb + h * s_qh, offs_m, offs_d, s_qm, SQ, D)
+    do = load_tile(DO + b * s_db + h * s_dh, offs_m, offs_dv, s_dm, SQ, DV)
     lse = tl.load(LSE + pid_bh * SQ + offs_m, mask=row_ok, other=float("-inf"))
     delta = tl.load(DELTA + pid_bh * SQ + offs_m, mask=row_ok, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
@@ -132,16 +121,11 @@ def attn_bwd_dq(
     for i in range(0, tl.load(KV_CNT + table)):
         start_n = tl.load(KV_IDX + table * MAX_BLOCKS + i) * BLOCK_N
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        col_ok = offs_n < SK
-        k = tl.load(K + b * s_kb + hk * s_kh + offs_n[:, None] * s_kn + offs_d[None, :],
-                    mask=col_ok[:, None] & (offs_d[None, :] < D), other=0.0)
-        v = tl.load(V + b * s_vb + hk * s_vh + offs_n[:, None] * s_vn + offs_dv[None, :],
-                    mask=col_ok[:, None] & (offs_dv[None, :] < DV), other=0.0)
+        k = load_tile(K + b * s_kb + hk * s_kh, offs_n, offs_d, s_kn, SK, D)
+        v = load_tile(V + b * s_vb + hk * s_vh, offs_n, offs_dv, s_vn, SK, DV)
         p, grad = _probs(q, k, b, h, offs_m, offs_n, lse, AUXF, AUXI, SQ, SK, H, sm_scale,
                          SCORE_MOD, SCORE_GRAD, MASK_MOD, PRECISION)
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
         ds = p * (dp - delta[:, None]) * grad
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
-    tl.store(DQ + b * s_dqb + h * s_dqh + offs_m[:, None] * s_dqm + offs_d[None, :],
-             (dq * sm_scale).to(DQ.dtype.element_ty),
-             mask=row_ok[:, None] & (offs_d[None, :] < D))
+    store_tile(DQ + b * s_dqb + h * s_dqh, offs_m, offs_d, s_dqm, SQ, D, dq * sm_scale)

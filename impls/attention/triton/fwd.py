@@ -17,6 +17,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from impls.attention.triton.tiles import load_tile, store_tile
+
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 
@@ -40,8 +42,7 @@ def attn_fwd(
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
     row_ok = offs_m < SQ
-    q = tl.load(Q + b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :],
-                mask=row_ok[:, None] & (offs_d[None, :] < D), other=0.0)
+    q = load_tile(Q + b * s_qb + h * s_qh, offs_m, offs_d, s_qm, SQ, D)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
@@ -58,8 +59,7 @@ def attn_fwd(
         if not skip:
             offs_n = start_n + tl.arange(0, BLOCK_N)
             col_ok = offs_n < key_end
-            k = tl.load(K + b * s_kb + hk * s_kh + offs_n[:, None] * s_kn + offs_d[None, :],
-                        mask=col_ok[:, None] & (offs_d[None, :] < D), other=0.0)
+            k = load_tile(K + b * s_kb + hk * s_kh, offs_n, offs_d, s_kn, key_end, D)
             s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * sm_scale
             qi = offs_m[:, None]
             ki = offs_n[None, :]
@@ -74,8 +74,7 @@ def attn_fwd(
             l_i = l_i * alpha + tl.sum(p, 1)
             if FAULT != 1:
                 acc = acc * alpha[:, None]
-            v = tl.load(V + b * s_vb + hk * s_vh + offs_n[:, None] * s_vn + offs_dv[None, :],
-                        mask=col_ok[:, None] & (offs_dv[None, :] < DV), other=0.0)
+            v = load_tile(V + b * s_vb + hk * s_vh, offs_n, offs_dv, s_vn, key_end, DV)
             acc += tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
             m_i = m_new
     live = l_i > 0
@@ -85,6 +84,5 @@ def attn_fwd(
     if FAULT == 4:
         empty_lse = 0.0
     lse = tl.where(live, (m_i + tl.log2(l_safe)) * LN2, empty_lse)
-    tl.store(OUT + b * s_ob + h * s_oh + offs_m[:, None] * s_om + offs_dv[None, :],
-             out.to(OUT.dtype.element_ty), mask=row_ok[:, None] & (offs_dv[None, :] < DV))
+    store_tile(OUT + b * s_ob + h * s_oh, offs_m, offs_dv, s_om, SQ, DV, out)
     tl.store(LSE + pid_bh * SQ + offs_m, lse, mask=row_ok)

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from impls.attention.triton.tiles import load_tile, store_tile
 
-LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit

@@ -19,8 +19,8 @@ import triton.language as tl
 
 from impls.attention.triton.tiles import load_tile, store_tile
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit

@@ -113,13 +113,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if area is None:
         return
     state = metafunc.config.stash[STATE]
-    if area not in state.matrix.areas:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: area {area!r} is not in the "
-                                f"matrix {state.matrix.path}")
     explicit = {
         name for m in metafunc.definition.iter_markers("parametrize")
         for name in (m.args[0].split(",") if isinstance(m.args[0], str) else m.args[0])
     }
+    if area not in state.matrix.areas:  # a matrix that leaves the area out: unsupported
+        skip = pytest.mark.skip(reason=f"{UNSUPPORTED_TAG} the matrix {state.matrix.path} "
+                                       f"has no area {area!r}")
+        for name in ("impl", "dtype"):
+            if name in metafunc.fixturenames and name not in explicit:
+                metafunc.parametrize(name, [pytest.param(None, marks=skip)], ids=["-"])
+        return
     if "impl" in metafunc.fixturenames:
         impls = state.registry.for_area(area)
         if impls:

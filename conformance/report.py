@@ -143,8 +143,8 @@ class Collector:
     def by_area(self) -> dict[str, dict[str, dict[str, Any]]]:
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for e in self.entries.values():
-            row = out.setdefault(e.meta.get("area", "?"), {}).setdefault(
-                e.meta.get("impl", "?"), {**{o: 0 for o in OUTCOMES}, "worst_margin": None}
+            row = out.setdefault(e.meta.get("area") or "-", {}).setdefault(
+                e.meta.get("impl") or "-", {**{o: 0 for o in OUTCOMES}, "worst_margin": None}
             )
             row[e.outcome] += 1
             margin = e.to_json()["worst_margin"]

@@ -177,3 +177,11 @@ def test_unmatched_matrix_entries_are_reported_under_xdist(suite):
     run = _demo(suite, "-n", "2")
     assert len(run.report["warnings"]) == 1
     assert "unsupported[1]" in run.report["warnings"][0]
+
+
+def test_areas_missing_from_a_matrix_are_unsupported(suite):
+    run = suite(str(Path(__file__).parents[1] / "conformance" / "topk"), MATRIX,
+                "--device=cpu", "-n", "0", "-q", "-k", "test_k_extremes or test_random")
+    assert run.returncode == 0, run.output[-2000:]
+    assert run.report["summary"]["unsupported"] == 2
+    assert all("has no area 'topk'" in r["reason"] for r in run.report["results"])

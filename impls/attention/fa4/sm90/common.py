@@ -1,0 +1,203 @@
+"""Shared pieces of the sm90 kernels: the compile-time variant, PTX helpers, accumulator views
+and the mask / score_mod step (spec fwd 2-3, bwd 2) used by the forward and the backward.
+
+Everything here runs at trace time inside ``@cute.jit`` / ``@cute.kernel`` functions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cutlass
+import cutlass.cute as cute
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+from impls.attention.fa4 import spec
+
+MASKS = ("none", "causal", "sliding_window", "document")
+SCORE_MODS = ("none", "softcap", "alibi")
+NEG_INF = -math.inf
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled kernel: everything that is a compile-time constant.
+
+    GQA ratio, sequence lengths, batch, heads, the window size, softcap value, ALiBi slopes and
+    document ids are runtime arguments.
+    """
+
+    dtype: str  # "float16" | "bfloat16"
+    head_dim: int  # 64 | 128
+    mask: str = "none"  # one of MASKS; "causal" is bottom-right aligned (q + Sk - Sq >= kv)
+    score_mod: str = "none"  # one of SCORE_MODS
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ("float16", "bfloat16"):
+            raise ValueError(f"dtype {self.dtype!r}")
+        if self.head_dim not in (64, 128):
+            raise ValueError(f"head_dim {self.head_dim}")
+        if self.mask not in MASKS or self.score_mod not in SCORE_MODS:
+            raise ValueError(f"mask {self.mask!r} / score_mod {self.score_mod!r}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.dtype}-d{self.head_dim}-{self.mask}-{self.score_mod}"
+
+    @property
+    def cutlass_dtype(self) -> type[cutlass.Numeric]:
+        return cutlass.Float16 if self.dtype == "float16" else cutlass.BFloat16
+
+
+def exponent_scale(scale: float, score_mod: str) -> float:
+    """Spec fwd 2: c = scale * log2(e) without a score_mod, log2(e) with one (host, double)."""
+    return scale * spec.LOG2E if score_mod == "none" else spec.LOG2E
+
+
+# ------------------------------------------------------------------------------ PTX helpers
+def _asm_f32(ptx: str, *args: cutlass.Float32, loc=None, ip=None) -> cutlass.Float32:
+    operands = [cutlass.Float32(a).ir_value(loc=loc, ip=ip) for a in args]
+    constraints = "=f," + ",".join("f" for _ in args)
+    return cutlass.Float32(llvm.inline_asm(T.f32(), operands, ptx, constraints,
+                                           has_side_effects=False, is_align_stack=False,
+                                           asm_dialect=llvm.AsmDialect.AD_ATT))
+
+
+@dsl_user_op
+def fma_rn(a, b, c, *, loc=None, ip=None) -> cutlass.Float32:
+    """fp32 fused multiply-add, round to nearest (spec fwd 5: y = fma(x, c, -mc))."""
+    return _asm_f32("fma.rn.f32 $0, $1, $2, $3;", a, b, c, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def ex2(a, *, loc=None, ip=None) -> cutlass.Float32:
+    """Hardware exp2 (ex2.approx.f32, no flush-to-zero); sm90 uses it everywhere (spec fwd 5)."""
+    return _asm_f32("ex2.approx.f32 $0, $1;", a, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def lg2(a, *, loc=None, ip=None) -> cutlass.Float32:
+    """Hardware log2 (lg2.approx.f32) for lse (spec fwd 7)."""
+    return _asm_f32("lg2.approx.f32 $0, $1;", a, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def tanh_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
+    """Hardware tanh (tanh.approx.f32, sm75+), used by the softcap score_mod."""
+    return _asm_f32("tanh.approx.f32 $0, $1;", a, loc=loc, ip=ip)
+
+
+# ------------------------------------------------------------------- accumulator views
+def rowcol_layout(acc_layout: cute.Layout) -> cute.Layout:
+    """View a wgmma accumulator fragment ((2, 2, N/8), MMA_M, MMA_N) as (rows, cols).
+
+    In the m64nNk16 fragment a thread's value v sits at column pair element v % 2, row half
+    (v // 2) % 2 (rows r and r + 8) and column group v // 4 (PTX ISA, wgmma D fragment).
+    """
+    v = acc_layout.shape[0]
+    sv = acc_layout.stride[0]
+    rows = cute.make_layout((v[1], acc_layout.shape[1]), stride=(sv[1], acc_layout.stride[1]))
+    cols = cute.make_layout(((v[0], v[2]), acc_layout.shape[2]),
+                            stride=((sv[0], sv[2]), acc_layout.stride[2]))
+    return cute.make_layout((rows.shape, cols.shape), stride=(rows.stride, cols.stride))
+
+
+def rowcol(t: cute.Tensor) -> cute.Tensor:
+    return cute.make_tensor(t.iterator, rowcol_layout(t.layout))
+
+
+@cute.jit
+def quad_max(x: cutlass.Float32) -> cutlass.Float32:
+    """Max over the 4 lanes that share an accumulator row."""
+    return cute.arch.warp_reduction_max(x, threads_in_group=4)
+
+
+@cute.jit
+def quad_sum(x: cutlass.Float32) -> cutlass.Float32:
+    return cute.arch.warp_reduction_sum(x, threads_in_group=4)
+
+
+# --------------------------------------------------------------- mask and score_mod
+@cute.jit
+def apply_mods(
+    variant: cutlass.Constexpr,
+    s_rc: cute.Tensor,  # (rows, cols) fp32 accumulator view, overwritten with x
+    c_rc: cute.Tensor,  # identity coordinates (row, col) of the same elements
+    q0: cutlass.Int32,  # global row of tile row 0
+    kv0: cutlass.Int32,  # global column of tile column 0
+    seqlen_q: cutlass.Int32,
+    seqlen_k: cutlass.Int32,
+    head: cutlass.Int32,
+    scale: cutlass.Float32,
+    window: cutlass.Int32,
+    softcap: cutlass.Float32,
+    alibi: cute.Tensor,
+    doc_q: cute.Tensor,
+    doc_kv: cute.Tensor,
+):
+    """Spec fwd 2-3: x = S (no score_mod) or score_mod(fp32(S * scale)); -inf where masked.
+
+    Masks: kv >= Sk always; causal/sliding_window are bottom-right aligned (off = Sk - Sq):
+    live iff q + off >= kv (and q + off - kv < window); document: doc_q[q] == doc_kv[kv].
+    """
+    off = seqlen_k - seqlen_q
+    slope = cutlass.Float32(0.0)
+    if cutlass.const_expr(variant.score_mod == "alibi"):
+        slope = cutlass.Float32(alibi[head])
+    for r in cutlass.range_constexpr(cute.size(s_rc, mode=[0])):
+        q = q0 + c_rc[r, 0][0]
+        dq = cutlass.Int32(0)
+        if cutlass.const_expr(variant.mask == "document"):
+            dq = doc_q[cutlass.min(q, seqlen_q - 1)]
+        for j in cutlass.range_constexpr(cute.size(s_rc, mode=[1])):
+            kv = kv0 + c_rc[r, j][1]
+            x = s_rc[r, j]
+            if cutlass.const_expr(variant.score_mod != "none"):
+                x = x * scale
+                if cutlass.const_expr(variant.score_mod == "softcap"):
+                    x = softcap * tanh_approx(x / softcap)
+                else:  # alibi: score + slope[h] * (kv - q - off), all fp32
+                    x = x + slope * cutlass.Float32(kv - q - off)
+            live = kv < seqlen_k
+            if cutlass.const_expr(variant.mask in ("causal", "sliding_window")):
+                live = live & (q + off >= kv)
+            if cutlass.const_expr(variant.mask == "sliding_window"):
+                live = live & (q + off - kv < window)
+            if cutlass.const_expr(variant.mask == "document"):
+                live = live & (doc_kv[cutlass.min(kv, seqlen_k - 1)] == dq)
+            if not live:
+                x = cutlass.Float32(NEG_INF)
+            s_rc[r, j] = x
+
+
+@cute.jit
+def kv_block_range(
+    variant: cutlass.Constexpr,
+    q_first: cutlass.Int32,  # first global row of the Q tile
+    q_last: cutlass.Int32,  # last global row of the Q tile (clamped to Sq - 1)
+    seqlen_q: cutlass.Int32,
+    seqlen_k: cutlass.Int32,
+    window: cutlass.Int32,
+    block_n: cutlass.Constexpr,
+):
+    """kv tiles [lo, hi) that can hold a live entry for rows q_first..q_last (others skipped).
+
+    Only the mask's static structure is used (causal / window bounds); document masks visit
+    every tile: skipping a fully masked tile changes nothing (spec fwd 4 with t = -inf).
+    """
+    off = seqlen_k - seqlen_q
+    lo = cutlass.Int32(0)
+    hi = (seqlen_k + block_n - 1) // block_n
+    if cutlass.const_expr(variant.mask in ("causal", "sliding_window")):
+        last_col = q_last + off
+        if last_col < 0:  # noqa: SIM108 - a staged branch, not a Python ternary
+            hi = cutlass.Int32(0)
+        else:
+            hi = cutlass.min(hi, last_col // block_n + 1)
+    if cutlass.const_expr(variant.mask == "sliding_window"):
+        first_col = q_first + off - (window - 1)
+        if first_col > 0:
+            lo = first_col // block_n
+    return lo, hi

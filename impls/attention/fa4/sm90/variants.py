@@ -1,0 +1,199 @@
+"""The compile-time variants of the sm90 kernels and a compile check that needs no GPU.
+
+``python -m impls.attention.fa4.sm90.variants --table`` compiles every variant for sm_90a
+(forward, and the backward where there is one) and writes docs/results/fa4-sm90-compile.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from impls.attention.fa4.sm90.common import MASKS, SCORE_MODS, Variant
+
+VARIANTS: list[Variant] = [
+    Variant(dtype, d, mask, mod)
+    for dtype, d, mask, mod in itertools.product(("float16", "bfloat16"), (64, 128), MASKS,
+                                                 SCORE_MODS)
+]
+BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}
+KERNELS = ("fwd", "bwd")
+# remarks{{ptx}} makes the DSL print ptxas -v ("N bytes spill stores, ...") on stderr.
+COMPILE_OPTIONS = "--gpu-arch {arch} --keep-ptx --keep-cubin remarks{{ptx}}"
+_PTXAS_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_REGS = re.compile(r"Used (\d+) registers")
+
+
+@contextlib.contextmanager
+def _capture_stderr() -> Iterator[list[str]]:
+    """Capture fd 2 (the DSL's native diagnostics are written below Python)."""
+    out: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield out
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            out.append(tmp.read().decode("utf-8", "replace"))
+
+
+def fake_args(variant: Variant, kernel: str = "fwd") -> tuple[Any, ...]:
+    """Fake tensors (dynamic B, H, S; static D; 16-byte aligned rows) and scalars."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+    from cutlass.runtime import make_fake_stream
+
+    dt, d = variant.cutlass_dtype, variant.head_dim
+
+    def qkv() -> Any:
+        shape = (cute.sym_int32(), cute.sym_int32(), cute.sym_int32(), d)
+        stride = (*tuple(cute.sym_int64(divisibility=8) for _ in range(3)), 1)
+        return make_fake_tensor(dt, shape, stride, assumed_align=16)
+
+    def rows(dtype: Any, rank: int) -> Any:
+        shape = tuple(cute.sym_int32() for _ in range(rank))
+        stride = (*tuple(cute.sym_int64() for _ in range(rank - 1)), 1)
+        return make_fake_tensor(dtype, shape, stride, assumed_align=4)
+
+    alibi = rows(cutlass.Float32, 1) if variant.score_mod == "alibi" else None
+    docs = (rows(cutlass.Int32, 1), rows(cutlass.Int32, 1)) if variant.mask == "document" \
+        else (None, None)
+    scalars = (cutlass.Float32(1.0), cutlass.Float32(1.0), cutlass.Int32(1),
+               cutlass.Float32(1.0))
+    if kernel == "fwd":  # q, k, v, o, lse
+        tensors = (qkv(), qkv(), qkv(), qkv(), rows(cutlass.Float32, 3))
+    else:  # q, k, v, o, do, lse, dq_accum (fp32, like q), dk, dv
+        tensors = (qkv(), qkv(), qkv(), qkv(), qkv(), rows(cutlass.Float32, 3),
+                   rows(cutlass.Float32, 4), qkv(), qkv())
+    return (*tensors, *scalars, alibi, *docs, make_fake_stream())
+
+
+def make_kernel(variant: Variant, kernel: str) -> Any:
+    if kernel == "fwd":
+        from impls.attention.fa4.sm90.fwd import FwdSm90
+        return FwdSm90(variant)
+    from impls.attention.fa4.sm90.bwd import BwdSm90
+    return BwdSm90(variant)
+
+
+def compile_variant(name: str, arch: str = "sm_90a", kernel: str = "fwd",
+                    return_compiled: bool = False) -> dict[str, Any]:
+    """Compile one variant for ``arch`` and read the resources from the cubin."""
+    import cutlass.cute as cute
+
+    from impls.attention.fa4 import cubin_info
+
+    variant = BY_NAME[name]
+    obj = make_kernel(variant, kernel)
+    args = fake_args(variant, kernel)
+    start = time.perf_counter()
+    with _capture_stderr() as err:
+        compiled = cute.compile(obj, *args, options=COMPILE_OPTIONS.format(arch=arch))
+    seconds = time.perf_counter() - start
+    ptxas = "".join(err)
+    spills = [tuple(map(int, m)) for m in _PTXAS_SPILLS.findall(ptxas)]
+    ptxas_regs = [int(m) for m in _PTXAS_REGS.findall(ptxas)]
+    cubin = compiled.__cubin__
+    kernels = cubin_info.kernel_resources(cubin)
+    main = max(kernels.values(), key=lambda k: k["registers"]) if kernels else {}
+    result: dict[str, Any] = {
+        "name": name, "kernel": kernel, "arch": arch, "seconds": round(seconds, 2),
+        "cubin_bytes": len(cubin),
+        "registers": main.get("registers"),
+        "static_shared_memory_bytes": main.get("static_shared_bytes"),
+        "dynamic_shared_memory_bytes": obj.smem_bytes,
+        "shared_memory_bytes": (main.get("static_shared_bytes") or 0) + obj.smem_bytes,
+        # ptxas -v when it printed (bytes, summed over kernels), else the cubin's derivation
+        "spill_stores": sum(x[0] for x in spills) if spills else main.get("spill_stores"),
+        "spill_loads": sum(x[1] for x in spills) if spills else main.get("spill_loads"),
+        "spill_source": "ptxas -v" if spills else "cubin (no local memory)"
+        if main.get("spill_stores") == 0 else "not available",
+        "ptxas_registers": max(ptxas_regs) if ptxas_regs else None,
+        "max_threads": main.get("max_threads"),
+        "kernels": kernels,
+    }
+    if return_compiled:
+        result["compiled"] = compiled
+    return result
+
+
+def _has_bwd() -> bool:
+    return (Path(__file__).parent / "bwd.py").exists()
+
+
+def write_table(path: Path, names: list[str], kernels: tuple[str, ...]) -> list[dict[str, Any]]:
+    rows = []
+    for name in names:
+        for kernel in kernels:
+            try:
+                r = compile_variant(name, kernel=kernel)
+            except Exception as exc:  # reported in the table
+                r = {"name": name, "kernel": kernel, "error": f"{type(exc).__name__}: {exc}"}
+            rows.append(r)
+            print(_row(r), flush=True)
+    lines = [
+        "# FA4-style sm90 kernels: compile check (sm_90a, no GPU)",
+        "",
+        "Generated by `python -m impls.attention.fa4.sm90.variants --table` on a 2-core CPU",
+        "machine with nvidia-cutlass-dsl (its bundled PTX compiler). Registers, static shared",
+        "memory and spills are read from the cubin (`impls/attention/fa4/cubin_info.py`);",
+        "smem = the dynamic shared memory the launch requests (static is 0). Registers are the",
+        "launch allocation (65536 / 384 threads = 168); the warpgroups then re-balance with",
+        "setmaxnreg (producer 24, consumers 240). Compiled only: never run on a GPU here.",
+        "",
+        "| variant | kernel | registers | smem bytes | spill st/ld | cubin KB | compile s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [_row(r) for r in rows]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return rows
+
+
+def _row(r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"| {r['name']} | {r['kernel']} | error: {r['error'][:120]} | | | | |"
+    spills = ("n/a" if r["spill_stores"] is None
+              else f"{r['spill_stores']}/{r['spill_loads']}")
+    return (f"| {r['name']} | {r['kernel']} | {r['registers']} | {r['shared_memory_bytes']} | "
+            f"{spills} | {r['cubin_bytes'] / 1024:.0f} | {r['seconds']:.1f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--table", action="store_true", help="compile all and write the table")
+    ap.add_argument("--out", default="docs/results/fa4-sm90-compile.md")
+    ap.add_argument("--only", nargs="*", help="variant names (default: all)")
+    ap.add_argument("--kernel", choices=("fwd", "bwd", "both"), default="both")
+    args = ap.parse_args(argv)
+    names = args.only or [v.name for v in VARIANTS]
+    kernels = KERNELS if args.kernel == "both" else (args.kernel,)
+    if not _has_bwd():
+        kernels = tuple(k for k in kernels if k != "bwd")
+    if args.table:
+        rows = write_table(Path(args.out), names, kernels)
+        return int(any("error" in r for r in rows))
+    for name in names:
+        for kernel in kernels:
+            print(_row(compile_variant(name, kernel=kernel)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    sys.exit(main())

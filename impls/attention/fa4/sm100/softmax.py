@@ -1,0 +1,209 @@
+"""Softmax and correction roles of the sm100 forward (spec.py forward steps 2-7).
+
+Softmax (warps 0-3, thread t owns query row t of the tile = TMEM lane t), per kv tile i:
+  fwd 1  wait S_i (TMEM buffer i % 2), tcgen05.ld the row (128 fp32 columns) to registers;
+  fwd 2  x = S (no score_mod) or x = score_mod(S * scale) (softcap, ALiBi);
+  fwd 3  x = -inf where masked (kv >= Sk, causal / window / document);
+  fwd 4  t = max x; m_new = max(m, t); rescale iff m = -inf or (m_new - m) * c > 8:
+         alpha = ex2((m - m_new) * c) (1 if m = -inf), l *= alpha, m = m_new; alpha goes to
+         the correction warps through shared memory;
+  fwd 5  mc = m * c (0 if m = -inf); y = fma(x, c, -mc); P = ex2.approx(y), or the software
+         exp2 (exp2.py) on columns j % 32 >= EMU_FROM;
+  fwd 6  l += sum_j P_j (fp32, column order, unrounded P); P rounded (RNE) to the input dtype
+         and tcgen05.st into TMEM over S_i, for the MMA warp's O += P V.
+  end    a final (l, mc) entry for the correction warps.
+Correction (warps 4-7, thread t owns O row t): per tile i > 0 waits PV_{i-1}, O *= alpha_i
+(skipped when alpha == 1 for the whole warp), then lets PV_i run (fwd 4); at the end
+(fwd 7) out = dtype(O * (1 / l)), or 0 when l == 0, into shared memory for the epilogue
+warp's TMA store, and lse = (mc + log2 l) * ln 2, or -inf when l == 0.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.nvgpu import tcgen05
+from cutlass.cute.typing import Float32, Int32
+
+from impls.attention.fa4.sm100.exp2 import (add_rn, div_rn, exp2_hw, exp2_sw, fma_rn,
+                                            log2_approx, mul_rn, sub_rn)
+from impls.attention.fa4.spec import BLOCK_M, BLOCK_N, EMU_FROM, LN2, RESCALE_THRESHOLD
+
+NEG_INF = -float("inf")
+O_CHUNK = 32  # O columns per tcgen05.ld/st in the correction warps
+
+
+def _sel(cond, a, b) -> Float32:
+    return Float32(cutlass.select_(cond, Float32(a), Float32(b)))
+
+
+@cute.jit
+def score(cfg, s: Float32, q: Int32, kv: Int32, off: Int32, scale: Float32, softcap: Float32,
+          slope: Float32, window: Int32, doc_q, doc_kv, sq: Int32, sk: Int32) -> Float32:
+    """spec fwd 2-3 for one entry: the modified score x, or -inf where masked."""
+    x = s
+    if cutlass.const_expr(cfg.score_mod == "softcap"):  # cap * tanh(s * scale / cap)
+        x = mul_rn(softcap, cute.math.tanh(div_rn(mul_rn(s, scale), softcap), fastmath=False))
+    if cutlass.const_expr(cfg.score_mod == "alibi"):  # s * scale + slope[h] * (kv - q - off)
+        x = add_rn(mul_rn(s, scale), mul_rn(slope, Float32(kv - q - off)))
+    x = _sel(kv < sk, x, NEG_INF)
+    if cutlass.const_expr(cfg.mask in ("causal", "sliding_window")):
+        x = _sel(kv <= q + off, x, NEG_INF)  # bottom-right aligned
+    if cutlass.const_expr(cfg.mask == "sliding_window"):
+        x = _sel(q + off - kv < window, x, NEG_INF)
+    if cutlass.const_expr(cfg.mask == "document"):
+        same = doc_q[cutlass.min(q, sq - 1)] == doc_kv[cutlass.min(kv, sk - 1)]
+        x = _sel(same, x, NEG_INF)
+    return x
+
+
+@cute.jit
+def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_prod, slopes, doc_q,
+                 doc_kv, scale: Float32, c: Float32, softcap: Float32, window: Int32,
+                 m_block: Int32, head: Int32, sq: Int32, sk: Int32, hi: Int32, n: Int32,
+                 tidx: Int32) -> None:
+    t_s = cute.make_tensor(tmem_ptr, s_layout)
+    ld_atom = cute.make_copy_atom(tcgen05.copy.Ld32x32bOp(tcgen05.copy.Repetition(32)),
+                                  Float32)
+    thr_ld = tcgen05.make_tmem_copy(ld_atom, t_s).get_slice(tidx)
+    t_ld = thr_ld.partition_S(t_s)
+    r_s = cute.make_rmem_tensor(thr_ld.partition_D(c_s).shape, Float32)
+    # P (16-bit, BLOCK_N per row) packed two per 32-bit TMEM column over the start of S_i.
+    p_cols = BLOCK_N * cfg.dtype.width // 32
+    t_p = cute.make_tensor(tmem_ptr, cute.composition(s_layout, cute.make_layout((128, p_cols))))
+    c_p = cute.make_tensor(c_s.iterator, cute.composition(c_s.layout,
+                                                          cute.make_layout((128, p_cols))))
+    st_atom = cute.make_copy_atom(tcgen05.copy.St32x32bOp(tcgen05.copy.Repetition(32)),
+                                  Float32)
+    tiled_st = tcgen05.make_tmem_copy(st_atom, t_p)
+    thr_st = tiled_st.get_slice(tidx)
+    t_st = thr_st.partition_D(t_p)
+    r_p32 = cute.make_rmem_tensor(thr_st.partition_S(c_p).shape, Float32)
+    r_p = cute.make_tensor(cute.recast_ptr(r_p32.iterator, dtype=cfg.dtype), r_s.layout)
+
+    q = m_block * BLOCK_M + tidx  # thread t <-> TMEM lane t <-> row t (32x32b atoms)
+    off = sk - sq
+    slope = Float32(0.0)
+    if cutlass.const_expr(cfg.score_mod == "alibi"):
+        slope = slopes[head]
+    m = Float32(NEG_INF)
+    l_sum = Float32(0.0)
+    mc = Float32(0.0)
+    for i in cutlass.range(n, unroll=1):
+        kv0 = (hi - 1 - i) * BLOCK_N
+        hs = s_cons.wait_and_advance()
+        cute.copy(tcgen05.make_tmem_copy(ld_atom, t_s),
+                  cute.make_tensor(t_ld.iterator + 128 * (i % 2), t_ld.layout), r_s)
+        cute.arch.fence_view_async_tmem_load()
+        # fwd 2-3 and the tile row max t (fwd 4); register j holds column j.
+        t_max = Float32(NEG_INF)
+        for j in cutlass.range_constexpr(BLOCK_N):
+            x = score(cfg, r_s[j], q, kv0 + j, off, scale, softcap, slope, window, doc_q,
+                      doc_kv, sq, sk)
+            r_s[j] = x
+            t_max = cute.arch.fmax(t_max, x)
+        # fwd 4: conditional rescaling, threshold in log2 units.
+        m_new = cute.arch.fmax(m, t_max)
+        first = m == Float32(NEG_INF)
+        grow = mul_rn(sub_rn(m_new, m), c)
+        take = first | (grow > Float32(RESCALE_THRESHOLD))
+        alpha = _sel(first, 1.0, _sel(take, exp2_hw(mul_rn(sub_rn(m, m_new), c)), 1.0))
+        m = _sel(take, m_new, m)
+        l_sum = mul_rn(l_sum, alpha)
+        hst = stats_prod.acquire_and_advance()
+        s_stats[tidx, 0, hst.index] = alpha
+        hst.commit()
+        # fwd 5: P = exp2(fma(x, c, -mc)), software exp2 on columns j % 32 >= EMU_FROM.
+        mc = _sel(m == Float32(NEG_INF), 0.0, mul_rn(m, c))
+        neg_mc = Float32(0.0) - mc
+        tile_sum = Float32(0.0)
+        for j in cutlass.range_constexpr(BLOCK_N):
+            y = fma_rn(r_s[j], c, neg_mc)
+            if cutlass.const_expr(j % 32 >= EMU_FROM):
+                r_s[j] = exp2_sw(y)
+            else:
+                r_s[j] = exp2_hw(y)
+            tile_sum = add_rn(tile_sum, r_s[j])  # fwd 6: unrounded P
+        l_sum = add_rn(l_sum, tile_sum)
+        # fwd 6: P rounded to the input dtype (cvt.rn), stored over S_i for the PV MMA.
+        r_p.store(r_s.load().to(cfg.dtype))
+        hp = p_prod.acquire_and_advance()
+        cute.copy(tiled_st, r_p32, cute.make_tensor(t_st.iterator + 128 * (i % 2),
+                                                    t_st.layout))
+        cute.arch.fence_view_async_tmem_store()
+        hp.commit()
+        hs.release()
+    hst = stats_prod.acquire_and_advance()
+    s_stats[tidx, 1, hst.index] = l_sum
+    s_stats[tidx, 2, hst.index] = mc
+    hst.commit()
+
+
+@cute.jit
+def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons, pv_cons, o_prod,
+                    epi_prod, m_block: Int32, head: Int32, batch: Int32, sq: Int32, n: Int32,
+                    tidx: Int32) -> None:
+    d = cfg.head_dim
+    t_o = cute.make_tensor(tmem_ptr + 256, o_layout)
+    t_oc = cute.make_tensor(t_o.iterator, cute.composition(o_layout,
+                                                           cute.make_layout((128, O_CHUNK))))
+    c_oc = cute.make_tensor(c_o.iterator, cute.composition(c_o.layout,
+                                                           cute.make_layout((128, O_CHUNK))))
+    ld = tcgen05.make_tmem_copy(cute.make_copy_atom(
+        tcgen05.copy.Ld32x32bOp(tcgen05.copy.Repetition(O_CHUNK)), Float32), t_oc)
+    st = tcgen05.make_tmem_copy(cute.make_copy_atom(
+        tcgen05.copy.St32x32bOp(tcgen05.copy.Repetition(O_CHUNK)), Float32), t_oc)
+    t_ld = ld.get_slice(tidx).partition_S(t_oc)
+    t_st = st.get_slice(tidx).partition_D(t_oc)
+    r_o = cute.make_rmem_tensor(ld.get_slice(tidx).partition_D(c_oc).shape, Float32)
+    r_o16 = cute.make_rmem_tensor(r_o.layout, cfg.dtype)
+
+    for i in cutlass.range(n, unroll=1):
+        h = stats_cons.wait_and_advance()
+        alpha = s_stats[tidx, 0, h.index]
+        h.release()
+        if i > 0:
+            hpv = pv_cons.wait_and_advance()  # PV_{i-1} done: O holds tiles < i
+            if cute.arch.vote_any_sync(alpha != Float32(1.0)):  # fwd 4: O *= alpha
+                for ch in cutlass.range_constexpr(d // O_CHUNK):
+                    cute.copy(ld, cute.make_tensor(t_ld.iterator + ch * O_CHUNK, t_ld.layout),
+                              r_o)
+                    for e in cutlass.range_constexpr(O_CHUNK):
+                        r_o[e] = mul_rn(r_o[e], alpha)
+                    cute.copy(st, r_o, cute.make_tensor(t_st.iterator + ch * O_CHUNK,
+                                                        t_st.layout))
+                cute.arch.fence_view_async_tmem_store()
+            hpv.release()
+        ho = o_prod.acquire_and_advance()
+        ho.commit()
+    h = stats_cons.wait_and_advance()
+    l_sum = s_stats[tidx, 1, h.index]
+    mc = s_stats[tidx, 2, h.index]
+    h.release()
+    # fwd 7: out = dtype(O * (1 / l)); a fully masked row (l == 0) gives 0 and lse -inf.
+    dead = l_sum == Float32(0.0)
+    inv = div_rn(Float32(1.0), l_sum)
+    he = epi_prod.acquire_and_advance()
+    if n > 0:
+        hpv = pv_cons.wait_and_advance()  # PV_{n-1} done
+        for ch in cutlass.range_constexpr(d // O_CHUNK):
+            cute.copy(ld, cute.make_tensor(t_ld.iterator + ch * O_CHUNK, t_ld.layout), r_o)
+            cute.arch.fence_view_async_tmem_load()
+            for e in cutlass.range_constexpr(O_CHUNK):
+                r_o[e] = _sel(dead, 0.0, mul_rn(r_o[e], inv))
+            r_o16.store(r_o.load().to(cfg.dtype))
+            for e in cutlass.range_constexpr(O_CHUNK):
+                s_o[tidx, ch * O_CHUNK + e, 0] = r_o16[e]
+        hpv.release()
+    else:
+        r_o.fill(0.0)
+        r_o16.store(r_o.load().to(cfg.dtype))
+        for ch in cutlass.range_constexpr(d // O_CHUNK):
+            for e in cutlass.range_constexpr(O_CHUNK):
+                s_o[tidx, ch * O_CHUNK + e, 0] = r_o16[e]
+    cute.arch.fence_view_async_shared()  # generic-proxy writes -> TMA store
+    he.commit()
+    q = m_block * BLOCK_M + tidx
+    if q < sq:
+        value = mul_rn(add_rn(mc, log2_approx(l_sum)), Float32(LN2))
+        lse[batch, head, q] = _sel(dead, NEG_INF, value)

@@ -19,7 +19,7 @@ from impls.attention.fa4.spec import EXP2_POLY
 
 def _hex_f32(value: float) -> str:
     """PTX literal of the fp32 rounding of ``value`` (0fXXXXXXXX)."""
-    return "0f%08X" % struct.unpack("<I", struct.pack("<f", value))[0]
+    return f"0f{struct.unpack('<I', struct.pack('<f', value))[0]:08X}"
 
 
 _C0, _C1, _C2, _C3 = (_hex_f32(c) for c in EXP2_POLY)

@@ -20,7 +20,6 @@ The step-by-step correspondence with spec.py is in softmax.py and README.md.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import cutlass
 import cutlass.cute as cute
@@ -71,8 +70,8 @@ class Fa4Sm100Forward:
     # ------------------------------------------------------------------ host side
     @cute.jit
     def __call__(self, q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, o: cute.Tensor,
-                 lse: cute.Tensor, slopes: Optional[cute.Tensor],
-                 doc_q: Optional[cute.Tensor], doc_kv: Optional[cute.Tensor],
+                 lse: cute.Tensor, slopes: cute.Tensor | None,
+                 doc_q: cute.Tensor | None, doc_kv: cute.Tensor | None,
                  scale: Float32, exp_scale: Float32, softcap: Float32, window: Int32,
                  stream) -> None:
         """q, o: (B, Hq, Sq, D); k, v: (B, Hkv, Sk, D), last mode contiguous; lse: (B, Hq, Sq)
@@ -144,6 +143,7 @@ class Fa4Sm100Forward:
             skv: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(k_sl)], 1024]
 
         self.storage = Storage
+        self.smem_bytes = Storage.size_in_bytes()
         grid = (cute.ceil_div(sq, BLOCK_M), hq, b)
         self.kernel(qk_mma, pv_mma, tma_q, gq, tma_k, gk, tma_v, gv, tma_o, go, lse, slopes,
                     doc_q, doc_kv, scale, exp_scale, softcap, window, q_sl, k_sl, v_sl, p_tl,
@@ -176,8 +176,8 @@ class Fa4Sm100Forward:
     def kernel(self, qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom,
                gq: cute.Tensor, tma_k: cute.CopyAtom, gk: cute.Tensor, tma_v: cute.CopyAtom,
                gv: cute.Tensor, tma_o: cute.CopyAtom, go: cute.Tensor, lse: cute.Tensor,
-               slopes: Optional[cute.Tensor], doc_q: Optional[cute.Tensor],
-               doc_kv: Optional[cute.Tensor], scale: Float32, exp_scale: Float32,
+               slopes: cute.Tensor | None, doc_q: cute.Tensor | None,
+               doc_kv: cute.Tensor | None, scale: Float32, exp_scale: Float32,
                softcap: Float32, window: Int32, q_sl: cute.ComposedLayout,
                k_sl: cute.ComposedLayout, v_sl: cute.ComposedLayout, p_tl: cute.ComposedLayout,
                o_sl: cute.ComposedLayout) -> None:
@@ -289,8 +289,9 @@ class Fa4Sm100Forward:
             tmem.allocate(TMEM_COLS)
             tmem.wait_for_alloc()
             tmem_ptr = tmem.retrieve_ptr(Float32)
-            sm.correction_role(self, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons, pv_cons,
-                               o_prod, epi_prod, m_block, head, batch, sq, n, tidx % corr_threads)
+            sm.correction_role(self, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
+                               pv_cons, o_prod, epi_prod, m_block, head, batch, sq, n,
+                               tidx % corr_threads)
             tmem.relinquish_alloc_permit()
             pipeline.NamedBarrier(barrier_id=2, num_threads=corr_threads).arrive_and_wait()
             tmem.free(tmem_ptr)

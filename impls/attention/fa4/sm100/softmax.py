@@ -25,8 +25,16 @@ import cutlass.cute as cute
 from cutlass.cute.nvgpu import tcgen05
 from cutlass.cute.typing import Float32, Int32
 
-from impls.attention.fa4.sm100.exp2 import (add_rn, div_rn, exp2_hw, exp2_sw, fma_rn,
-                                            log2_approx, mul_rn, sub_rn)
+from impls.attention.fa4.sm100.exp2 import (
+    add_rn,
+    div_rn,
+    exp2_hw,
+    exp2_sw,
+    fma_rn,
+    log2_approx,
+    mul_rn,
+    sub_rn,
+)
 from impls.attention.fa4.spec import BLOCK_M, BLOCK_N, EMU_FROM, LN2, RESCALE_THRESHOLD
 
 NEG_INF = -float("inf")
@@ -81,7 +89,8 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
     r_p32 = cute.make_rmem_tensor(thr_st.partition_S(c_p).shape, Float32)
     r_p = cute.make_tensor(cute.recast_ptr(r_p32.iterator, dtype=cfg.dtype), r_s.layout)
 
-    q = m_block * BLOCK_M + tidx  # thread t <-> TMEM lane t <-> row t (32x32b atoms)
+    row = thr_ld.partition_D(c_s)[0][0]  # this thread's row (TMEM lane); register j = column j
+    q = m_block * BLOCK_M + row
     off = sk - sq
     slope = Float32(0.0)
     if cutlass.const_expr(cfg.score_mod == "alibi"):
@@ -111,7 +120,7 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
         m = _sel(take, m_new, m)
         l_sum = mul_rn(l_sum, alpha)
         hst = stats_prod.acquire_and_advance()
-        s_stats[tidx, 0, hst.index] = alpha
+        s_stats[row, 0, hst.index] = alpha
         hst.commit()
         # fwd 5: P = exp2(fma(x, c, -mc)), software exp2 on columns j % 32 >= EMU_FROM.
         mc = _sel(m == Float32(NEG_INF), 0.0, mul_rn(m, c))
@@ -134,8 +143,8 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
         hp.commit()
         hs.release()
     hst = stats_prod.acquire_and_advance()
-    s_stats[tidx, 1, hst.index] = l_sum
-    s_stats[tidx, 2, hst.index] = mc
+    s_stats[row, 1, hst.index] = l_sum
+    s_stats[row, 2, hst.index] = mc
     hst.commit()
 
 
@@ -157,10 +166,11 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
     t_st = st.get_slice(tidx).partition_D(t_oc)
     r_o = cute.make_rmem_tensor(ld.get_slice(tidx).partition_D(c_oc).shape, Float32)
     r_o16 = cute.make_rmem_tensor(r_o.layout, cfg.dtype)
+    row = ld.get_slice(tidx).partition_D(c_oc)[0][0]  # this thread's O row; register e = column
 
     for i in cutlass.range(n, unroll=1):
         h = stats_cons.wait_and_advance()
-        alpha = s_stats[tidx, 0, h.index]
+        alpha = s_stats[row, 0, h.index]
         h.release()
         if i > 0:
             hpv = pv_cons.wait_and_advance()  # PV_{i-1} done: O holds tiles < i
@@ -168,6 +178,7 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
                 for ch in cutlass.range_constexpr(d // O_CHUNK):
                     cute.copy(ld, cute.make_tensor(t_ld.iterator + ch * O_CHUNK, t_ld.layout),
                               r_o)
+                    cute.arch.fence_view_async_tmem_load()
                     for e in cutlass.range_constexpr(O_CHUNK):
                         r_o[e] = mul_rn(r_o[e], alpha)
                     cute.copy(st, r_o, cute.make_tensor(t_st.iterator + ch * O_CHUNK,
@@ -177,8 +188,8 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
         ho = o_prod.acquire_and_advance()
         ho.commit()
     h = stats_cons.wait_and_advance()
-    l_sum = s_stats[tidx, 1, h.index]
-    mc = s_stats[tidx, 2, h.index]
+    l_sum = s_stats[row, 1, h.index]
+    mc = s_stats[row, 2, h.index]
     h.release()
     # fwd 7: out = dtype(O * (1 / l)); a fully masked row (l == 0) gives 0 and lse -inf.
     dead = l_sum == Float32(0.0)
@@ -193,17 +204,17 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
                 r_o[e] = _sel(dead, 0.0, mul_rn(r_o[e], inv))
             r_o16.store(r_o.load().to(cfg.dtype))
             for e in cutlass.range_constexpr(O_CHUNK):
-                s_o[tidx, ch * O_CHUNK + e, 0] = r_o16[e]
+                s_o[row, ch * O_CHUNK + e, 0] = r_o16[e]
         hpv.release()
     else:
         r_o.fill(0.0)
         r_o16.store(r_o.load().to(cfg.dtype))
         for ch in cutlass.range_constexpr(d // O_CHUNK):
             for e in cutlass.range_constexpr(O_CHUNK):
-                s_o[tidx, ch * O_CHUNK + e, 0] = r_o16[e]
+                s_o[row, ch * O_CHUNK + e, 0] = r_o16[e]
     cute.arch.fence_view_async_shared()  # generic-proxy writes -> TMA store
     he.commit()
-    q = m_block * BLOCK_M + tidx
+    q = m_block * BLOCK_M + row
     if q < sq:
         value = mul_rn(add_rn(mc, log2_approx(l_sum)), Float32(LN2))
         lse[batch, head, q] = _sel(dead, NEG_INF, value)

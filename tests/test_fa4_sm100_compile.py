@@ -1,0 +1,103 @@
+"""The sm100 (Blackwell) FA4-style forward compiles for sm_100a on this CPU machine (CuTe
+DSL's bundled PTX compiler), and the torch-facing adapter maps the catalogue correctly.
+
+Compiling all 48 variants takes about five minutes on 2 cores, so this compiles a subset that
+covers both dtypes, both head dims, every mask and every score_mod; the full table comes from
+``python -m impls.attention.fa4.sm100.variants --table`` (docs/results/fa4-sm100-compile.md).
+Nothing here runs the kernel: that needs a B200-class GPU.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("cutlass", reason="[skipped] nvidia-cutlass-dsl is not installed")
+
+from conformance.attention.catalogue import MASKS, SCORE_MODS, Geometry
+from impls.attention.fa4 import spec
+from impls.attention.fa4.sm100 import variants
+from impls.attention.fa4.sm100.api import _variant, fa4_sm100
+
+SUBSET = [
+    "float16-d128-none-none",
+    "bfloat16-d64-causal-softcap",
+    "float16-d64-sliding_window-alibi",
+    "bfloat16-d128-document-none",
+]
+
+
+def test_variant_list_is_the_full_product():
+    assert len(variants.VARIANTS) == 2 * 2 * 4 * 3
+    assert set(SUBSET) <= set(variants.VARIANTS)
+    assert variants.parse("bfloat16-d64-sliding_window-alibi") == (
+        "bfloat16", 64, "sliding_window", "alibi")
+
+
+@pytest.mark.parametrize("name", SUBSET)
+def test_compiles_for_sm100a(name):
+    r = variants.compile_variant(name)
+    assert r["arch"] == "sm_100a" and r["cubin_bytes"] > 10_000
+    assert isinstance(r["registers"], int) and 0 < r["registers"] <= 255
+    # 227 KB is the sm_100 per-block shared memory limit
+    assert isinstance(r["shared_memory_bytes"], int) and r["shared_memory_bytes"] <= 227 * 1024
+    for key in ("seconds", "spill_stores", "spill_loads"):
+        assert key in r
+
+
+def test_software_exp2_constants_are_the_spec_polynomial():
+    from impls.attention.fa4.sm100 import exp2
+
+    def f32_bits(x: float) -> str:
+        return f"0f{struct.unpack('<I', struct.pack('<f', x))[0]:08X}"
+
+    assert tuple(map(f32_bits, spec.EXP2_POLY)) == (exp2._C0, exp2._C1, exp2._C2, exp2._C3)
+    assert "max.f32 y, $1, 0fC2FE0000" in exp2._EXP2_SW_PTX  # y = max(y, -127)
+    assert "cvt.rmi.f32.f32" in exp2._EXP2_SW_PTX  # floor
+
+
+def _mods(geo: Geometry):
+    rng = np.random.default_rng(0)
+    masks = {n: e.make(e.draw(rng, geo), geo, "cpu") for n, e in MASKS.items()}
+    mods = {n: e.make(e.draw(rng, geo), geo, "cpu") for n, e in SCORE_MODS.items()}
+    return masks, mods
+
+
+class _BlockMask:
+    def __init__(self, mask_mod):
+        self.mask_mod = mask_mod
+
+
+def test_adapter_maps_the_catalogue():
+    geo = Geometry(batch=1, heads=2, sq=5, sk=9)
+    masks, mods = _mods(geo)
+    q = torch.zeros(1, 2, 5, 64, dtype=torch.bfloat16)
+    k = torch.zeros(1, 2, 9, 64, dtype=torch.bfloat16)
+    assert _variant(q, k, None, None) == ("bfloat16-d64-none-none", {})
+    assert _variant(q, k, None, _BlockMask(masks["causal_br"]))[0] == "bfloat16-d64-causal-none"
+    name, p = _variant(q, k, mods["softcap"], _BlockMask(masks["sliding_window"]))
+    assert name == "bfloat16-d64-sliding_window-softcap"
+    assert p["window"] == masks["sliding_window"].conformance_params["window"]
+    name, p = _variant(q, k, mods["alibi"], _BlockMask(masks["document"]))
+    assert name == "bfloat16-d64-document-alibi" and {"slopes", "doc_q", "doc_kv"} <= set(p)
+    for unsupported in ("causal_tl", "prefix_lm", "block_sparse"):  # causal_tl: Sq != Sk here
+        with pytest.raises(NotImplementedError):
+            _variant(q, k, None, _BlockMask(masks[unsupported]))
+    for unsupported in ("rel_bias", "bias_lookup", "head_scale"):
+        with pytest.raises(NotImplementedError):
+            _variant(q, k, mods[unsupported], None)
+    with pytest.raises(NotImplementedError):
+        _variant(q.float(), k.float(), None, None)
+    with pytest.raises(NotImplementedError):
+        _variant(torch.zeros(1, 2, 5, 96, dtype=torch.float16), k, None, None)
+
+
+def test_capabilities_are_honest():
+    assert fa4_sm100.conformance_devices == ["cuda"]
+    assert fa4_sm100.conformance_requires == ["cutlass-dsl", "sm100"]
+    assert fa4_sm100.conformance_limits == {"head_dims": [64, 128]}
+    assert "backward" not in fa4_sm100.conformance_features
+    assert "dv_ne_d" not in fa4_sm100.conformance_features

@@ -125,8 +125,8 @@ def apply_mods(
     variant: cutlass.Constexpr,
     s_rc: cute.Tensor,  # (rows, cols) fp32 accumulator view, overwritten with x
     c_rc: cute.Tensor,  # identity coordinates (row, col) of the same elements
-    q0: cutlass.Int32,  # global row of tile row 0
-    kv0: cutlass.Int32,  # global column of tile column 0
+    q0: cutlass.Int32,  # global query index of tile coordinate 0
+    kv0: cutlass.Int32,  # global key index of tile coordinate 0
     seqlen_q: cutlass.Int32,
     seqlen_k: cutlass.Int32,
     head: cutlass.Int32,
@@ -136,23 +136,25 @@ def apply_mods(
     alibi: cute.Tensor,
     doc_q: cute.Tensor,
     doc_kv: cute.Tensor,
+    transposed: cutlass.Constexpr = False,  # tile rows are keys, columns queries (S^T)
 ):
     """Spec fwd 2-3: x = S (no score_mod) or score_mod(fp32(S * scale)); -inf where masked.
 
-    Masks: kv >= Sk always; causal/sliding_window are bottom-right aligned (off = Sk - Sq):
-    live iff q + off >= kv (and q + off - kv < window); document: doc_q[q] == doc_kv[kv].
+    Masks: kv >= Sk and q >= Sq always; causal/sliding_window are bottom-right aligned
+    (off = Sk - Sq): live iff q + off >= kv (and q + off - kv < window); document:
+    doc_q[q] == doc_kv[kv].
     """
     off = seqlen_k - seqlen_q
     slope = cutlass.Float32(0.0)
     if cutlass.const_expr(variant.score_mod == "alibi"):
         slope = cutlass.Float32(alibi[head])
     for r in cutlass.range_constexpr(cute.size(s_rc, mode=[0])):
-        q = q0 + c_rc[r, 0][0]
-        dq = cutlass.Int32(0)
-        if cutlass.const_expr(variant.mask == "document"):
-            dq = doc_q[cutlass.min(q, seqlen_q - 1)]
         for j in cutlass.range_constexpr(cute.size(s_rc, mode=[1])):
+            q = q0 + c_rc[r, j][0]
             kv = kv0 + c_rc[r, j][1]
+            if cutlass.const_expr(transposed):
+                q = q0 + c_rc[r, j][1]
+                kv = kv0 + c_rc[r, j][0]
             x = s_rc[r, j]
             if cutlass.const_expr(variant.score_mod != "none"):
                 x = x * scale
@@ -160,13 +162,14 @@ def apply_mods(
                     x = softcap * tanh_approx(x / softcap)
                 else:  # alibi: score + slope[h] * (kv - q - off), all fp32
                     x = x + slope * cutlass.Float32(kv - q - off)
-            live = kv < seqlen_k
+            live = (kv < seqlen_k) & (q < seqlen_q)
             if cutlass.const_expr(variant.mask in ("causal", "sliding_window")):
                 live = live & (q + off >= kv)
             if cutlass.const_expr(variant.mask == "sliding_window"):
                 live = live & (q + off - kv < window)
             if cutlass.const_expr(variant.mask == "document"):
-                live = live & (doc_kv[cutlass.min(kv, seqlen_k - 1)] == dq)
+                same = doc_q[cutlass.min(q, seqlen_q - 1)] == doc_kv[cutlass.min(kv, seqlen_k - 1)]
+                live = live & same
             if not live:
                 x = cutlass.Float32(NEG_INF)
             s_rc[r, j] = x
@@ -201,3 +204,60 @@ def kv_block_range(
         if first_col > 0:
             lo = first_col // block_n
     return lo, hi
+
+
+@cute.jit
+def q_block_range(
+    variant: cutlass.Constexpr,
+    kv_first: cutlass.Int32,
+    kv_last: cutlass.Int32,  # clamped to Sk - 1
+    seqlen_q: cutlass.Int32,
+    seqlen_k: cutlass.Int32,
+    window: cutlass.Int32,
+    block_m: cutlass.Constexpr,
+):
+    """q tiles [lo, hi) that can hold a live entry for keys kv_first..kv_last (backward)."""
+    off = seqlen_k - seqlen_q
+    lo = cutlass.Int32(0)
+    hi = (seqlen_q + block_m - 1) // block_m
+    if cutlass.const_expr(variant.mask in ("causal", "sliding_window")):
+        first_q = kv_first - off  # q + off >= kv
+        if first_q > 0:
+            lo = first_q // block_m
+    if cutlass.const_expr(variant.mask == "sliding_window"):
+        last_q = kv_last + window - 1 - off  # q + off - kv < window
+        if last_q < 0:  # noqa: SIM108 - a staged branch, not a Python ternary
+            hi = cutlass.Int32(0)
+        else:
+            hi = cutlass.min(hi, last_q // block_m + 1)
+    return lo, hi
+
+
+@cute.jit
+def wg_gemm(tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Tensor,
+            zero_init: cutlass.Constexpr) -> cute.TiledMma:
+    """acc (+)= a · b over the K blocks of one tile with wgmma (async; caller commits).
+
+    Returns the MMA: callers rebind it so the tracer carries the ACCUMULATE field across
+    staged loops.
+    """
+    cute.nvgpu.warpgroup.fence()
+    for kb in cutlass.range_constexpr(cute.size(a, mode=[2])):
+        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, not zero_init or kb != 0)
+        cute.gemm(tiled_mma, acc, a[None, None, kb], b[None, None, kb], acc)
+    return tiled_mma
+
+
+@cute.jit
+def acc_to_a_operand(acc: cute.Tensor, a_frag: cute.Tensor, dtype: cutlass.Constexpr):
+    """acc rounded (RNE) to dtype, in the register A-operand layout of the next wgmma.
+
+    For 16-bit types the m64nNk16 accumulator values of a thread, in order, are exactly its
+    A-fragment values of a k16-blocked wgmma (k block kb = accumulator column groups 2kb and
+    2kb + 1), so this is a conversion, not a shuffle.
+    """
+    assert cute.size(acc) == cute.size(a_frag)
+    p = cute.make_rmem_tensor_like(a_frag, dtype)
+    view = cute.make_tensor(p.iterator, acc.layout)
+    view.store(acc.load().to(dtype))
+    return p.load()

@@ -27,6 +27,7 @@ from impls.attention.fa4 import spec
 from impls.attention.fa4.sm90.common import (
     NEG_INF,
     Variant,
+    acc_to_a_operand,
     apply_mods,
     ex2,
     fma_rn,
@@ -35,6 +36,7 @@ from impls.attention.fa4.sm90.common import (
     quad_max,
     quad_sum,
     rowcol,
+    wg_gemm,
 )
 
 WG_ROWS = 64  # query rows per consumer warpgroup (one m64 wgmma)
@@ -232,23 +234,22 @@ class FwdSm90:
                 tSrQ_h = tSrQ[None, None, None, half]
                 # First tile (n = hi - 1): S = Q K^T (spec fwd 1), softmax, P.
                 k_pipe.consumer_wait(k_st)
-                qk_mma = self.gemm(qk_mma, acc_s, tSrQ_h, tSrK[None, None, None, k_st.index],
-                                       True)
+                qk_mma = wg_gemm(qk_mma, acc_s, tSrQ_h, tSrK[None, None, None, k_st.index], True)
                 cute.nvgpu.warpgroup.commit_group()
                 cute.nvgpu.warpgroup.wait_group(0)
                 k_pipe.consumer_release(k_st)
                 k_st.advance()
                 self.softmax(acc_s, s_rc, c_rc, (hi - 1) * bn, c, row_m, row_l, row_a, mods)
-                tOrP.store(self.as_a_operand(acc_s, tOrP))
+                tOrP.store(acc_to_a_operand(acc_s, tOrP, self.dtype))
                 for i in cutlass.range(1, n_tiles, unroll=1):
                     n = hi - 1 - i
                     k_pipe.consumer_wait(k_st)
-                    qk_mma = self.gemm(qk_mma, acc_s, tSrQ_h, tSrK[None, None, None, k_st.index],
-                                       True)
+                    k_tile = tSrK[None, None, None, k_st.index]
+                    qk_mma = wg_gemm(qk_mma, acc_s, tSrQ_h, k_tile, True)
                     cute.nvgpu.warpgroup.commit_group()
                     v_pipe.consumer_wait(v_st)
-                    pv_mma = self.gemm(pv_mma, acc_o, tOrP, tOrV[None, None, None, v_st.index],
-                                       False)
+                    pv_mma = wg_gemm(pv_mma, acc_o, tOrP, tOrV[None, None, None, v_st.index],
+                                     False)
                     cute.nvgpu.warpgroup.commit_group()
                     cute.nvgpu.warpgroup.wait_group(1)  # S_n ready; P·V of tile n+1 in flight
                     k_pipe.consumer_release(k_st)
@@ -261,43 +262,16 @@ class FwdSm90:
                     for r in cutlass.range_constexpr(n_rows):
                         for j in cutlass.range_constexpr(cute.size(o_rc, mode=[1])):
                             o_rc[r, j] = o_rc[r, j] * row_a[r]
-                    tOrP.store(self.as_a_operand(acc_s, tOrP))
+                    tOrP.store(acc_to_a_operand(acc_s, tOrP, self.dtype))
                 # spec fwd 6 for the last tile: O += P_r V
                 v_pipe.consumer_wait(v_st)
-                pv_mma = self.gemm(pv_mma, acc_o, tOrP, tOrV[None, None, None, v_st.index],
-                                       False)
+                pv_mma = wg_gemm(pv_mma, acc_o, tOrP, tOrV[None, None, None, v_st.index],
+                                 False)
                 cute.nvgpu.warpgroup.commit_group()
                 cute.nvgpu.warpgroup.wait_group(0)
                 v_pipe.consumer_release(v_st)
             self.epilogue(acc_o, o_rc, tOgO, tOcO, row_m, row_l, c, mLse, q0, seqlen_q, head,
                           batch)
-
-    @cute.jit
-    def gemm(self, tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Tensor,
-             zero_init: cutlass.Constexpr) -> cute.TiledMma:
-        """acc (+)= a · b over the K blocks of one tile with wgmma (async; caller commits).
-
-        Returns the MMA: callers rebind it so the tracer carries the ACCUMULATE field across
-        staged loops.
-        """
-        cute.nvgpu.warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(a, mode=[2])):
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, not zero_init or kb != 0)
-            cute.gemm(tiled_mma, acc, a[None, None, kb], b[None, None, kb], acc)
-        return tiled_mma
-
-    @cute.jit
-    def as_a_operand(self, acc_s: cute.Tensor, tOrP: cute.Tensor):
-        """P rounded (RNE) to the input dtype (spec fwd 6), in the A-operand register layout.
-
-        For 16-bit types the m64nNk16 accumulator values of a thread, in order, are exactly its
-        A-fragment values of the next wgmma (k16 block kb = column groups 2kb, 2kb + 1).
-        """
-        assert cute.size(acc_s) == cute.size(tOrP)
-        p = cute.make_rmem_tensor_like(tOrP, self.dtype)
-        view = cute.make_tensor(p.iterator, acc_s.layout)
-        view.store(acc_s.load().to(self.dtype))
-        return p.load()
 
     @cute.jit
     def softmax(self, acc_s: cute.Tensor, s_rc: cute.Tensor, c_rc: cute.Tensor,

@@ -77,9 +77,10 @@ def fake_args(variant: Variant, kernel: str = "fwd") -> tuple[Any, ...]:
                cutlass.Float32(1.0))
     if kernel == "fwd":  # q, k, v, o, lse
         tensors = (qkv(), qkv(), qkv(), qkv(), rows(cutlass.Float32, 3))
-    else:  # q, k, v, o, do, lse, dq_accum (fp32, like q), dk, dv
-        tensors = (qkv(), qkv(), qkv(), qkv(), qkv(), rows(cutlass.Float32, 3),
-                   rows(cutlass.Float32, 4), qkv(), qkv())
+    else:  # q, k, v, do, l2, delta, dq, dk, dv (fp32, per query head)
+        tensors = (qkv(), qkv(), qkv(), qkv(), rows(cutlass.Float32, 3),
+                   rows(cutlass.Float32, 3), rows(cutlass.Float32, 4),
+                   rows(cutlass.Float32, 4), rows(cutlass.Float32, 4))
     return (*tensors, *scalars, alibi, *docs, make_fake_stream())
 
 

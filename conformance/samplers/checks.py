@@ -1,0 +1,232 @@
+"""Sampler checks: draw through the implementation, then exact and statistical checks.
+
+Every statistical check goes through ``Family.require``, which counts it against what the
+test declared with ``stat_checks`` (the conftest adds the declarations of every collected
+test to bound the run's family of tests; see ``conformance.stats``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from conformance.compare import exact
+from conformance.record import Record
+from conformance.stats import (
+    ALPHA,
+    FORMATS,
+    FloatFormat,
+    TestResult,
+    binned_chisquare,
+    chisquare_test,
+    cvm_test,
+    ks_pmf_test,
+    ks_test,
+    mean_test,
+    rounding_cells,
+)
+from conformance.tensors import dtype_name, exact_numpy
+from oracles.samplers import Oracle, oracle
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def stat_checks(count: int) -> Callable[[F], F]:
+    """Declare the most statistical checks one run of the test makes."""
+    def mark(fn: F) -> F:
+        fn.stat_checks = count  # type: ignore[attr-defined]
+        return fn
+    return mark
+
+
+class Family:
+    """The statistical checks of one test, each at level ALPHA, at most ``declared``."""
+
+    def __init__(self, record: Record, declared: int) -> None:
+        self.record = record
+        self.declared = declared
+        self.used = 0
+        self.results: list[TestResult] = []
+
+    def require(self, result: TestResult) -> TestResult:
+        __tracebackhide__ = True
+        self.used += 1
+        if self.used > self.declared:
+            raise RuntimeError(f"test made more statistical checks than the {self.declared} "
+                               "it declares (the run's false-alarm budget counts declarations)")
+        self.results.append(result)
+        self.record.note(stat_checks=self.used, alpha_per_check=ALPHA)
+        self.record.require(result.measurement())
+        return result
+
+
+def fmt_of(dtype: torch.dtype) -> FloatFormat | None:
+    return FORMATS.get(dtype_name(dtype)) if dtype.is_floating_point else None
+
+
+def draw(impl: Any, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+         params: tuple[Any, ...], seed: int, record: Record) -> torch.Tensor:
+    """Fill a fresh tensor through ``impl`` with a generator seeded ``seed``; require that
+    it was filled in place and returned."""
+    __tracebackhide__ = True
+    t = torch.empty(shape, dtype=dtype, device=device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    out = impl(t, *params, generator=gen)
+    require_in_place(record, t, out)
+    return t
+
+
+def require_in_place(record: Record, t: torch.Tensor, out: Any) -> None:
+    __tracebackhide__ = True
+    problems = []
+    if not isinstance(out, torch.Tensor):
+        problems.append(f"returned {type(out).__name__}, not the tensor")
+    elif (out.data_ptr(), out.shape, out.stride(), out.dtype) != (
+            t.data_ptr(), t.shape, t.stride(), t.dtype):
+        problems.append("returned a different tensor than the one it was asked to fill")
+    record.require(exact("fills the tensor in place and returns it", len(problems), 1,
+                         "; ".join(problems)))
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    return exact_numpy(t).astype(np.float64).reshape(-1)
+
+
+@functools.lru_cache(maxsize=256)
+def null_moments(method: str, params: tuple[float, ...], fmt_name: str | None,
+                 test: str) -> tuple[float, float]:
+    o = oracle(method, params)
+    fmt = FORMATS.get(fmt_name) if fmt_name in ("float16", "bfloat16") else None
+    return o.moments(o.tests[test], fmt)
+
+
+@functools.lru_cache(maxsize=64)
+def _rounded(method: str, params: tuple[float, ...], fmt_name: str
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Values, probabilities, and which values are 'impossible' (the least likely cells,
+    at most ALPHA / 1e7 of the mass: seeing one in a sample of <= 1e7 is a false alarm of
+    probability below ALPHA)."""
+    values, probs = oracle(method, params).rounded_pmf(FORMATS[fmt_name])
+    order = np.argsort(probs, kind="stable")
+    mass = np.cumsum(probs[order])
+    impossible = np.zeros(values.size, dtype=bool)
+    impossible[order[mass <= ALPHA / 1e7]] = True
+    return values, probs, impossible
+
+
+def impossible_values(o: Oracle, x: np.ndarray, fmt: FloatFormat | None) -> tuple[int, str]:
+    """How many samples the oracle cannot produce (NaN, outside the support, not an
+    integer for a discrete law, a cell of negligible probability), and the first one."""
+    bad = np.isnan(x)
+    if o.discrete:
+        with np.errstate(invalid="ignore"):
+            bad |= (x != np.floor(x)) | (o.dist.pmf(np.nan_to_num(x)) == 0)
+    elif fmt is not None and fmt.name in ("float16", "bfloat16"):
+        values, _, imp = _rounded(o.method, o.params, fmt.name)
+        idx = np.clip(np.searchsorted(values, x), 0, values.size - 1)
+        bad |= (values[idx] != x) | imp[idx]
+    else:
+        lo, hi = o.dist.support()
+        bad |= (x < lo) | (x > hi)
+        if fmt is not None and fmt.name == "float32":  # rounding to 0 or inf is possible
+            clo, chi = rounding_cells(x, fmt)
+            bad |= o.cell_probs(clo, chi) <= 0
+        elif o.strict_lower:
+            bad |= x == lo
+    if o.fold is not None:
+        bad |= x == o.fold[0]
+    count = int(bad.sum())
+    first = f"first: {x[np.argmax(bad)]!r}" if count else ""
+    return count, first
+
+
+def require_support(record: Record, o: Oracle, x: np.ndarray, fmt: FloatFormat | None) -> None:
+    __tracebackhide__ = True
+    count, first = impossible_values(o, x, fmt)
+    record.require(exact(f"support of {o.method}_{o.params} (no NaN, no impossible value)",
+                         count, x.size, first))
+
+
+def discrete_chisquare(o: Oracle, x: np.ndarray, name: str) -> TestResult:
+    """Chi-square over the support (pooled tails); a long support (more than 4096 values)
+    in ~200 cells of consecutive integers cut at the law's quantiles."""
+    lo = o.dist.support()[0]
+    top = o.dist.ppf(1 - 1e-15)
+    if top - max(lo, o.dist.ppf(1e-15)) <= 4096:
+        k = o.support_values()
+    else:
+        k = np.unique(np.concatenate([[max(lo, o.dist.ppf(1e-15))],
+                                      o.dist.ppf(np.linspace(0, 1, 201)[1:-1])]))
+    # cell j holds the integers k[j] .. k[j+1] - 1; the last also everything above
+    idx = np.clip(np.searchsorted(k, x, side="right") - 1, 0, k.size - 1)
+    counts = np.bincount(idx, minlength=k.size)
+    upper = np.concatenate([o.dist.cdf(k[1:] - 1), [1.0]])
+    lower = np.concatenate([[0.0], upper[:-1]])
+    return chisquare_test(counts, upper - lower, name)
+
+
+def ks_rounded(o: Oracle, x: np.ndarray, fmt: FloatFormat, name: str) -> TestResult:
+    """KS against the law rounded to a 16-bit format (torch's folding of ``to`` included)."""
+    values, probs, _ = _rounded(o.method, o.params, fmt.name)
+    return ks_pmf_test(x, values, probs, name)
+
+
+def goodness_of_fit(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | None,
+                    targeted: bool = True) -> None:
+    """Support, then: discrete: chi-square; 16-bit floats: chi-square over every
+    representable value and KS, both against the rounded law; float32/float64: KS,
+    Cramér-von Mises and binned chi-square; then the targeted tests (``targeted``)."""
+    __tracebackhide__ = True
+    require_support(fam.record, o, x, fmt)
+    label = f"{o.method}_{o.params}"
+    low = fmt is not None and fmt.name in ("float16", "bfloat16")
+    if o.discrete:
+        fam.require(discrete_chisquare(o, x, f"chi-square, pooled tails ({label})"))
+    elif low:
+        values, probs, _ = _rounded(o.method, o.params, fmt.name)
+        counts = np.bincount(np.searchsorted(values, x), minlength=values.size)
+        fam.require(chisquare_test(counts, probs, f"chi-square vs the law rounded to "
+                                                  f"{fmt.name} ({label})"))
+        fam.require(ks_rounded(o, x, fmt, f"KS vs the law rounded to {fmt.name} ({label})"))
+    else:
+        fam.require(ks_test(x, o.cdf, fmt, f"KS ({label})"))
+        fam.require(cvm_test(x, o.cdf, f"Cramér-von Mises ({label})"))
+        fam.require(binned_chisquare(x, o.cdf, o.ppf, fmt, 100, f"chi-square, 100 cells "
+                                                                f"({label})"))
+    if targeted:
+        for test, g in o.tests.items():
+            mean, var = null_moments(o.method, o.params, fmt.name if low else None, test)
+            fam.require(mean_test(g(x), mean, var, f"{test} ({label})"))
+
+
+def small_gof(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | None) -> None:
+    """One statistical check (chi-square for discrete laws, else KS vs the rounded law)."""
+    __tracebackhide__ = True
+    require_support(fam.record, o, x, fmt)
+    label = f"{o.method}_{o.params}"
+    if o.discrete:
+        fam.require(discrete_chisquare(o, x, f"chi-square ({label})"))
+    elif fmt is not None and fmt.name in ("float16", "bfloat16"):
+        fam.require(ks_rounded(o, x, fmt, f"KS vs the law rounded to {fmt.name} ({label})"))
+    else:
+        fam.require(ks_test(x, o.cdf, fmt, f"KS ({label})"))
+
+
+def expect_error(impl: Any, t: torch.Tensor, params: tuple[Any, ...], pattern: str
+                 ) -> str | None:
+    """None if the call raised with a message matching ``pattern``, else what happened."""
+    try:
+        impl(t, *params)
+        if t.device.type != "cpu":
+            torch.accelerator.synchronize()
+    except (RuntimeError, ValueError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if re.search(pattern, str(exc), re.IGNORECASE):
+            return None
+        return f"params {params}: raised {type(exc).__name__} {text!r}, expected /{pattern}/"
+    return f"params {params}: no error"

@@ -1,0 +1,31 @@
+"""The samplers' false-alarm budget: the statistical checks the collected tests declare
+(``stat_checks``) must fit in ``conformance.stats.CHECK_BUDGET``, so that a run's
+family-wise false-alarm rate is at most ``FAMILY_ALPHA`` at the fixed per-check level."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.stats import ALPHA, CHECK_BUDGET, FAMILY_ALPHA
+
+
+def declared_checks(items: list[pytest.Item]) -> int:
+    return sum(getattr(getattr(i, "function", None), "stat_checks", 0) for i in items)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    total = declared_checks(items)
+    if total > CHECK_BUDGET:
+        raise pytest.UsageError(
+            f"the collected sampler tests declare {total} statistical checks, more than the "
+            f"budget of {CHECK_BUDGET} (per-check level {ALPHA:.3g} keeps the run's "
+            f"false-alarm rate below {FAMILY_ALPHA:g}); run fewer implementations at once")
+    config.stash[BUDGET_KEY] = total
+
+
+BUDGET_KEY = pytest.StashKey[int]()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [f"torch-conformance samplers: per-check level {ALPHA:.3g}, budget {CHECK_BUDGET} "
+            f"checks, family-wise false-alarm rate <= {FAMILY_ALPHA:g}"]

@@ -1,0 +1,95 @@
+"""What each sampler area checks: parameters, sample sizes, invalid calls, extremes.
+
+Sample sizes ``n`` are chosen so that the targeted test detects a 1 % parameter error
+(location shifted by 1 % of the scale, scale times 1.01, p times 1.01) with probability
+>= 0.99 at the per-check level ``conformance.stats.ALPHA``; ``tests/test_sampler_power.py``
+recomputes the required sizes from the oracles and checks these are at least as large.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class Extreme:
+    params: tuple[float, ...]
+    dtypes: tuple[str, ...] | None = None  # None: every dtype of the area
+    statistical: bool = True  # also a goodness-of-fit check (else support only)
+    n: int = 100_000
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    area: str
+    method: str  # the torch.Tensor method
+    main: tuple[float, ...]  # parameters of the powered goodness-of-fit check
+    n: int
+    others: tuple[tuple[float, ...], ...]  # further parameters, checked at OTHER_N
+    invalid: tuple[tuple[tuple[float, ...], str], ...]  # (params, message regex)
+    extremes: tuple[Extreme, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.area.removeprefix("sampler.")
+
+
+OTHER_N = 100_000
+TWO_SAMPLE_N = 200_000
+SERIAL_N = 1 << 18
+LAYOUT_N = 64 * 1024
+
+SPECS = {s.name: s for s in [
+    SamplerSpec(
+        "sampler.normal", "normal_", (0.5, 2.0), 800_000,
+        others=((0.0, 1.0), (-3.0, 0.25)),
+        invalid=(((0.0, -1.0), r"std"),),
+        extremes=(Extreme((5.0, 1e-4)), Extreme((0.0, 1e38))),
+    ),
+    SamplerSpec(
+        "sampler.log_normal", "log_normal_", (1.0, 2.0), 800_000,
+        others=((0.0, 0.25), (-2.0, 1.0)),
+        invalid=(((1.0, 0.0), r"std"), ((1.0, -1.0), r"std")),
+        extremes=(Extreme((0.0, 1e-3)), Extreme((0.0, 30.0))),
+    ),
+    SamplerSpec(
+        "sampler.cauchy", "cauchy_", (0.0, 1.0), 1_600_000,
+        others=((2.0, 0.5), (-1.0, 3.0)),
+        invalid=(((0.0, 0.0), r"sigma"), ((0.0, -1.0), r"sigma")),
+        extremes=(Extreme((0.0, 1000.0)), Extreme((0.0, 1e-6))),
+    ),
+    SamplerSpec(
+        "sampler.exponential", "exponential_", (2.0,), 800_000,
+        others=((1.0,), (0.1,)),
+        invalid=(((0.0,), r"lambda"), ((-1.0,), r"lambda")),
+        extremes=(Extreme((1e-6,)), Extreme((1e6,))),
+    ),
+    SamplerSpec(
+        "sampler.uniform", "uniform_", (-1.0, 3.0), 400_000,
+        others=((0.0, 1.0), (2.0, 2.5)),
+        invalid=(((1.0, 0.0), r"from.*to"),),
+        extremes=(Extreme((-1e-3, 1e-3)), Extreme((-3e4, 3e4))),
+    ),
+    SamplerSpec(
+        "sampler.geometric", "geometric_", (0.3,), 600_000,
+        others=((0.05,), (0.8,)),
+        invalid=(((0.0,), r"p.*\(0, 1\)"), ((1.0,), r"p.*\(0, 1\)"),
+                 ((1.5,), r"p.*\(0, 1\)"), ((-0.1,), r"p.*\(0, 1\)")),
+        extremes=(Extreme((1 - 1e-6,)), Extreme((0.999,)),
+                  Extreme((1e-6,), ("float32", "float64", "int32", "int64")),
+                  Extreme((1e-6,), ("float16", "bfloat16"), statistical=False)),
+    ),
+    SamplerSpec(
+        "sampler.bernoulli", "bernoulli_", (0.5,), 800_000,
+        others=((0.2,), (0.9,)),
+        invalid=(((1.5,), r"p.*\[0, 1\]"), ((-0.1,), r"p.*\[0, 1\]")),
+        extremes=(Extreme((0.0,)), Extreme((1.0,)), Extreme((1e-6,)), Extreme((1 - 1e-6,))),
+    ),
+    SamplerSpec(
+        "sampler.random", "random_", (3.0, 103.0), 400_000,
+        others=((0.0, 2.0), (0.0, 50.0)),
+        invalid=(((5.0, 5.0), r"from.*to"), ((5.0, 2.0), r"from.*to")),
+    ),
+]}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import itertools
 import os
 import re
@@ -35,20 +36,23 @@ _PTXAS_REGS = re.compile(r"Used (\d+) registers")
 
 @contextlib.contextmanager
 def _capture_stderr() -> Iterator[list[str]]:
-    """Capture fd 2 (the DSL's native diagnostics are written below Python)."""
+    """Capture stderr at the fd level and sys.stderr (pytest swaps it for its own object)."""
     out: list[str] = []
     sys.stderr.flush()
     saved = os.dup(2)
+    py_err = io.StringIO()
     with tempfile.TemporaryFile(mode="w+b") as tmp:
         os.dup2(tmp.fileno(), 2)
         try:
-            yield out
+            with contextlib.redirect_stderr(py_err):
+                yield out
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
             tmp.seek(0)
             out.append(tmp.read().decode("utf-8", "replace"))
+            out.append(py_err.getvalue())
 
 
 def fake_args(variant: Variant, kernel: str = "fwd") -> tuple[Any, ...]:

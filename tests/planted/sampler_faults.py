@@ -1,0 +1,101 @@
+"""Wrong samplers (``--impl sampler.<name>=planted.sampler_faults:<attr>``).
+
+The issue's faults (each a plausible backend bug) and samplers with exactly a 1 % error in
+one parameter (location shifted by 1 % of the scale, scale x 1.01, rate or p x 1.01),
+which the powered goodness-of-fit check must detect with probability >= 0.99.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from oracles.samplers import perturbed
+
+Gen = torch.Generator | None
+
+
+def geometric_from_zero(t: torch.Tensor, p: float, *, generator: Gen = None) -> torch.Tensor:
+    """Counts failures before the first success (support 0, 1, ...), not trials."""
+    return t.geometric_(p, generator=generator).sub_(1)
+
+
+def cauchy_sigma_1pct(t: torch.Tensor, median: float = 0.0, sigma: float = 1.0, *,
+                      generator: Gen = None) -> torch.Tensor:
+    """Scale 1 % too large."""
+    return t.cauchy_(median, sigma * 1.01, generator=generator)
+
+
+def log_normal_std_squared(t: torch.Tensor, mean: float = 1.0, std: float = 2.0, *,
+                           generator: Gen = None) -> torch.Tensor:
+    """Passes the variance where the standard deviation is due."""
+    return t.log_normal_(mean, std * std, generator=generator)
+
+
+def exponential_scale_for_rate(t: torch.Tensor, lambd: float = 1.0, *,
+                               generator: Gen = None) -> torch.Tensor:
+    """Uses lambd as the scale (mean) instead of the rate."""
+    return t.exponential_(1.0 / lambd, generator=generator)
+
+
+BLOCK = 16384
+
+
+def normal_repeats_block(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                         generator: Gen = None) -> torch.Tensor:
+    """A counter-based stream whose offset did not advance after its first block: the
+    second block of 16384 values repeats the first (every value has the right law)."""
+    flat = torch.empty(t.numel(), dtype=t.dtype, device=t.device)
+    flat.normal_(mean, std, generator=generator)
+    if flat.numel() >= 2 * BLOCK:
+        flat[BLOCK:2 * BLOCK] = flat[:BLOCK]
+    t.copy_(flat.view(t.shape))
+    return t
+
+
+def _one_pct(method: str, which: str) -> Any:
+    def sampler(t: torch.Tensor, *params: Any, generator: Gen = None) -> torch.Tensor:
+        if method == "bernoulli_" and isinstance(params[0], torch.Tensor):
+            return t.bernoulli_((params[0] * 1.01).clamp(max=1.0), generator=generator)
+        new = perturbed(method, tuple(float(p) for p in params), which)
+        if method in ("geometric_", "bernoulli_") and new[0] >= 1.0:
+            new = params  # p near 1: a 1 % larger p is not a valid parameter
+        if method == "random_":
+            new = tuple(round(p) for p in new)
+        return getattr(t, method)(*new, generator=generator)
+
+    sampler.__doc__ = f"{method} with a 1 % {which} error"
+    sampler.__name__ = f"{method.rstrip('_')}_{which}_1pct"
+    return sampler
+
+
+ONE_PERCENT = {
+    "normal": ["location", "scale"],
+    "log_normal": ["location", "scale"],
+    "cauchy": ["location", "scale"],
+    "exponential": ["rate"],
+    "uniform": ["location", "scale"],
+    "geometric": ["p"],
+    "bernoulli": ["p"],
+    "random": ["location", "scale"],
+}
+
+normal_location_1pct = _one_pct("normal_", "location")
+normal_scale_1pct = _one_pct("normal_", "scale")
+log_normal_location_1pct = _one_pct("log_normal_", "location")
+log_normal_scale_1pct = _one_pct("log_normal_", "scale")
+cauchy_location_1pct = _one_pct("cauchy_", "location")
+cauchy_scale_1pct = _one_pct("cauchy_", "scale")
+exponential_rate_1pct = _one_pct("exponential_", "rate")
+uniform_location_1pct = _one_pct("uniform_", "location")
+uniform_scale_1pct = _one_pct("uniform_", "scale")
+geometric_p_1pct = _one_pct("geometric_", "p")
+bernoulli_p_1pct = _one_pct("bernoulli_", "p")
+random_location_1pct = _one_pct("random_", "location")
+random_scale_1pct = _one_pct("random_", "scale")
+
+for _name, _fn in list(globals().items()):
+    if callable(_fn) and getattr(_fn, "__module__", None) == __name__ and not _name.startswith(
+            "_") and _name != "perturbed":
+        _fn.conformance_name = f"planted.{_name}"

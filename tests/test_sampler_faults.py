@@ -1,0 +1,74 @@
+"""The sampler faults of the issue, and the 1 %-error samplers, plugged in through
+``--impl sampler.<name>=planted.sampler_faults:<attr>``, are flagged by the suite with a
+readable message and a reproduce line (one child run per group, builtins off)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SUITE
+from tests.planted import sampler_faults
+
+ISSUE_FAULTS = [
+    ("geometric", "geometric_from_zero", "support of geometric_"),
+    ("cauchy", "cauchy_sigma_1pct", "scale score"),
+    ("log_normal", "log_normal_std_squared", "log_normal_"),
+    ("exponential", "exponential_scale_for_rate", "exponential_"),
+    ("normal", "normal_repeats_block", "no repeated blocks"),
+]
+
+
+def _impls(pairs: list[tuple[str, str]]) -> list[str]:
+    return [f"--impl=sampler.{area}=planted.sampler_faults:{attr}" for area, attr in pairs]
+
+
+def _failed_by_impl(run) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in run.report["results"]:
+        out.setdefault(r["impl"], []).append(r)
+    return out
+
+
+def test_issue_faults_are_flagged(suite):
+    run = suite(str(SUITE / "samplers"), "-n", "0", "-q", "-p", "no:randomly",
+                "--no-builtins", "-k", "goodness_of_fit or independence",
+                *_impls([(a, f) for a, f, _ in ISSUE_FAULTS]))
+    assert run.returncode == 1, run.output[-3000:]
+    results = _failed_by_impl(run)
+    for area, attr, expected in ISSUE_FAULTS:
+        name = f"planted.{attr}"
+        failed = [r for r in results.get(name, []) if r["outcome"] == "failed"]
+        assert failed, f"{name} was not flagged"
+        assert any(expected in (r.get("reason") or "") or expected in str(r.get("checks"))
+                   for r in failed), (name, [r.get("reason") for r in failed][:3])
+        assert f"impl={name}" in run.stdout
+        assert f"--impl=sampler.{area}=planted.sampler_faults:{attr}" in run.stdout
+    assert "reproduce: pytest" in run.stdout
+
+
+ONE_PCT = [(area, f"{area}_{which}_1pct")
+           for area, kinds in sampler_faults.ONE_PERCENT.items() for which in kinds]
+
+
+def test_one_percent_faults_are_flagged(suite):
+    """Every 1 %-error sampler fails the powered check in float32 and bfloat16."""
+    run = suite(str(SUITE / "samplers"), "-n", "0", "-q", "-p", "no:randomly",
+                "--no-builtins", "-k", "goodness_of_fit and (float32 or bfloat16)",
+                *_impls(ONE_PCT))
+    assert run.returncode == 1, run.output[-3000:]
+    results = _failed_by_impl(run)
+    for _area, attr in ONE_PCT:
+        rows = results.get(f"planted.{attr}", [])
+        assert len(rows) == 2, (attr, rows)
+        missed = [r["nodeid"] for r in rows if r["outcome"] != "failed"]
+        assert not missed, f"{attr} not flagged in {missed}"
+
+
+@pytest.mark.parametrize("area", ["normal", "geometric"])
+def test_correct_builtin_passes_through_impl(suite, area):
+    """The shipped implementation passed through --impl passes the same tests."""
+    run = suite(str(SUITE / "samplers"), "-n", "0", "-q", "-p", "no:randomly",
+                "--no-builtins", "-k", "goodness_of_fit and float32",
+                f"--impl=sampler.{area}=impls.samplers:{area}")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert run.report["summary"]["passed"] == 1

@@ -95,11 +95,13 @@ def require_claimed(impl: Impl, case: AttnCase, *, lse: bool = False,
         unsupported(f"implementation {impl.name} {lacks}")
 
 
-def check_forward(record: Record, impl: Impl, case: AttnCase, *, lse: bool) -> None:
-    """Forward output (and lse) under the FlashAttention rule."""
+def check_forward(record: Record, impl: Impl, case: AttnCase, *, lse: bool,
+                  inputs: tuple[torch.Tensor, ...] | None = None) -> None:
+    """Forward output (and lse) under the FlashAttention rule; ``inputs`` (q, k, v) replace
+    the case's random ones."""
     __tracebackhide__ = True
     record.case(**case.describe())
-    q, k, v, _ = case.inputs()
+    q, k, v = inputs if inputs is not None else case.inputs()[:3]
     result = call_impl(impl, case, q, k, v, block_mask_for(case), lse)
     out, got_lse = result if lse else (result, None)
     ref = oracle_reference(case, q, k, v)

@@ -46,22 +46,24 @@ def _sel(cond, a, b) -> Float32:
 
 
 @cute.jit
-def score(cfg, s: Float32, q: Int32, kv: Int32, off: Int32, scale: Float32, softcap: Float32,
-          slope: Float32, window: Int32, doc_q, doc_kv, sq: Int32, sk: Int32) -> Float32:
-    """spec fwd 2-3 for one entry: the modified score x, or -inf where masked."""
+def score(cfg, s: Float32, j: int, rel: Int32, hi_col: Int32, lo_col: Int32, scale: Float32,
+          softcap: Float32, slope: Float32, doc_row: Int32, doc_col: Int32) -> Float32:
+    """spec fwd 2-3 for column j of the tile: the modified score x, or -inf where masked.
+
+    rel = kv0 - q - (Sk - Sq) (so kv - q - off = rel + j); the masks as column bounds:
+    j <= hi_col covers kv < Sk and, for causal/window, kv <= q + off; j >= lo_col the
+    window's q + off - kv < w; document: doc_q[q] == doc_kv[kv] (doc_row == doc_col).
+    """
     x = s
     if cutlass.const_expr(cfg.score_mod == "softcap"):  # cap * tanh(s * scale / cap)
         x = mul_rn(softcap, cute.math.tanh(div_rn(mul_rn(s, scale), softcap), fastmath=False))
     if cutlass.const_expr(cfg.score_mod == "alibi"):  # s * scale + slope[h] * (kv - q - off)
-        x = add_rn(mul_rn(s, scale), mul_rn(slope, Float32(kv - q - off)))
-    x = _sel(kv < sk, x, NEG_INF)
-    if cutlass.const_expr(cfg.mask in ("causal", "sliding_window")):
-        x = _sel(kv <= q + off, x, NEG_INF)  # bottom-right aligned
+        x = add_rn(mul_rn(s, scale), mul_rn(slope, Float32(rel + j)))
+    x = _sel(j <= hi_col, x, NEG_INF)
     if cutlass.const_expr(cfg.mask == "sliding_window"):
-        x = _sel(q + off - kv < window, x, NEG_INF)
+        x = _sel(j >= lo_col, x, NEG_INF)
     if cutlass.const_expr(cfg.mask == "document"):
-        same = doc_q[cutlass.min(q, sq - 1)] == doc_kv[cutlass.min(kv, sk - 1)]
-        x = _sel(same, x, NEG_INF)
+        x = _sel(doc_row == doc_col, x, NEG_INF)
     return x
 
 
@@ -73,7 +75,8 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
     t_s = cute.make_tensor(tmem_ptr, s_layout)
     ld_atom = cute.make_copy_atom(tcgen05.copy.Ld32x32bOp(tcgen05.copy.Repetition(32)),
                                   Float32)
-    thr_ld = tcgen05.make_tmem_copy(ld_atom, t_s).get_slice(tidx)
+    tiled_ld = tcgen05.make_tmem_copy(ld_atom, t_s)
+    thr_ld = tiled_ld.get_slice(tidx)
     t_ld = thr_ld.partition_S(t_s)
     r_s = cute.make_rmem_tensor(thr_ld.partition_D(c_s).shape, Float32)
     # P (16-bit, BLOCK_N per row) packed two per 32-bit TMEM column over the start of S_i.
@@ -92,23 +95,38 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
     row = thr_ld.partition_D(c_s)[0][0]  # this thread's row (TMEM lane); register j = column j
     q = m_block * BLOCK_M + row
     off = sk - sq
+    lane = cute.arch.lane_idx()
     slope = Float32(0.0)
     if cutlass.const_expr(cfg.score_mod == "alibi"):
         slope = slopes[head]
+    doc_row = Int32(0)
+    if cutlass.const_expr(cfg.mask == "document"):
+        doc_row = Int32(doc_q[cutlass.min(q, sq - 1)])
     m = Float32(NEG_INF)
     l_sum = Float32(0.0)
     mc = Float32(0.0)
     for i in cutlass.range(n, unroll=1):
         kv0 = (hi - 1 - i) * BLOCK_N
         hs = s_cons.wait_and_advance()
-        cute.copy(tcgen05.make_tmem_copy(ld_atom, t_s),
-                  cute.make_tensor(t_ld.iterator + 128 * (i % 2), t_ld.layout), r_s)
+        cute.copy(tiled_ld, cute.make_tensor(t_ld.iterator + 128 * (i % 2), t_ld.layout), r_s)
         cute.arch.fence_view_async_tmem_load()
         # fwd 2-3 and the tile row max t (fwd 4); register j holds column j.
+        hi_col = sk - 1 - kv0  # kv < Sk
+        if cutlass.const_expr(cfg.mask in ("causal", "sliding_window")):
+            hi_col = cutlass.min(hi_col, q + off - kv0)  # kv <= q + off (bottom-right)
+        lo_col = q + off - window + 1 - kv0  # window: q + off - kv < w
+        doc_cols = [Int32(0)] * (BLOCK_N // 32)
+        if cutlass.const_expr(cfg.mask == "document"):
+            # lane L loads doc_kv of columns L, L+32, ...; column j is shuffled from lane j%32
+            for ch in cutlass.range_constexpr(BLOCK_N // 32):
+                doc_cols[ch] = Int32(doc_kv[cutlass.min(kv0 + ch * 32 + lane, sk - 1)])
         t_max = Float32(NEG_INF)
         for j in cutlass.range_constexpr(BLOCK_N):
-            x = score(cfg, r_s[j], q, kv0 + j, off, scale, softcap, slope, window, doc_q,
-                      doc_kv, sq, sk)
+            doc_col = Int32(0)
+            if cutlass.const_expr(cfg.mask == "document"):
+                doc_col = cute.arch.shuffle_sync(doc_cols[j // 32], j % 32)
+            x = score(cfg, r_s[j], j, kv0 - q - off, hi_col, lo_col, scale, softcap, slope,
+                      doc_row, doc_col)
             r_s[j] = x
             t_max = cute.arch.fmax(t_max, x)
         # fwd 4: conditional rescaling, threshold in log2 units.
@@ -126,16 +144,19 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
         mc = _sel(m == Float32(NEG_INF), 0.0, mul_rn(m, c))
         neg_mc = Float32(0.0) - mc
         tile_sum = Float32(0.0)
-        for j in cutlass.range_constexpr(BLOCK_N):
-            y = fma_rn(r_s[j], c, neg_mc)
-            if cutlass.const_expr(j % 32 >= EMU_FROM):
-                r_s[j] = exp2_sw(y)
-            else:
-                r_s[j] = exp2_hw(y)
-            tile_sum = add_rn(tile_sum, r_s[j])  # fwd 6: unrounded P
+        for ch in cutlass.range_constexpr(BLOCK_N // 32):
+            for jj in cutlass.range_constexpr(32):
+                j = ch * 32 + jj
+                y = fma_rn(r_s[j], c, neg_mc)
+                if cutlass.const_expr(jj >= EMU_FROM):
+                    r_s[j] = exp2_sw(y)
+                else:
+                    r_s[j] = exp2_hw(y)
+                tile_sum = add_rn(tile_sum, r_s[j])  # fwd 6: unrounded P
+            # fwd 6: P rounded to the input dtype (cvt.rn), 32 columns at a time so that the
+            # fp32 values die as the packed 16-bit ones appear (register pressure).
+            r_p[None, ch, None, None].store(r_s[None, ch, None, None].load().to(cfg.dtype))
         l_sum = add_rn(l_sum, tile_sum)
-        # fwd 6: P rounded to the input dtype (cvt.rn), stored over S_i for the PV MMA.
-        r_p.store(r_s.load().to(cfg.dtype))
         hp = p_prod.acquire_and_advance()
         cute.copy(tiled_st, r_p32, cute.make_tensor(t_st.iterator + 128 * (i % 2),
                                                     t_st.layout))

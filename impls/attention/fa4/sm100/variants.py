@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -139,13 +141,22 @@ def _row(r: dict[str, Any]) -> str:
             f"{r['seconds']:.1f} |")
 
 
+def _compile_in_subprocess(name: str) -> dict[str, Any]:
+    """One variant per process: memory stays bounded over the 48 compiles."""
+    proc = subprocess.run([sys.executable, "-m", __spec__.name, "--json", name],
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "CUTE_DSL_ARCH": "sm_100a"})
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    if proc.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"name": name, "error": f"exit {proc.returncode}: {tail}"}
+
+
 def write_table(path: Path, names: list[str]) -> list[dict[str, Any]]:
     rows = []
     for name in names:
-        try:
-            r = compile_variant(name)
-        except Exception as exc:
-            r = {"name": name, "error": f"{type(exc).__name__}: {exc}".replace("\n", " ")}
+        r = _compile_in_subprocess(name)
         rows.append(r)
         print(_row(r), flush=True)
     lines = [
@@ -171,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", action="store_true", help="compile all, write the table")
     ap.add_argument("--out", default="docs/results/fa4-sm100-compile.md")
     ap.add_argument("--only", nargs="*", help="variant names (default: all)")
+    ap.add_argument("--json", metavar="NAME", help="compile one variant, print its JSON")
     args = ap.parse_args(argv)
+    if args.json:
+        print(json.dumps(compile_variant(args.json)), flush=True)
+        return 0
     names = args.only or VARIANTS
     if args.table:
         return int(any("error" in r for r in write_table(Path(args.out), names)))

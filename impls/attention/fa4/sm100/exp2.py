@@ -4,6 +4,7 @@ every step is the one spec.py states (no contraction of mul+add into FMA by the 
 - ``exp2_hw``: hardware ``ex2.approx.ftz.f32`` (spec fwd 5, most columns; also alpha).
 - ``exp2_sw``: the software exp2 of spec.py (cubic polynomial + exponent add), fwd 5.
 - ``fma_rn``, ``mul_rn``, ``add_rn``, ``sub_rn``, ``div_rn``: IEEE round-to-nearest ops.
+- ``tcgen05_fence_before`` / ``tcgen05_fence_after``: tcgen05 ordering around thread syncs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import struct
 
 import cutlass
-from cutlass._mlir.dialects import llvm
+from cutlass._mlir.dialects import llvm, nvvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from impls.attention.fa4.spec import EXP2_POLY
@@ -95,3 +96,17 @@ def div_rn(a, b, *, loc=None, ip=None) -> cutlass.Float32:
 def log2_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
     """Hardware log2 (lg2.approx.ftz.f32), used once per row for lse."""
     return _asm("lg2.approx.ftz.f32 $0, $1;", "=f,f", a, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def tcgen05_fence_before(*, loc=None, ip=None) -> None:
+    """tcgen05.fence::before_thread_sync: order this thread's prior tcgen05 ops (ld/st/mma)
+    before a following thread synchronisation (mbarrier arrive, named barrier)."""
+    nvvm.tcgen05_fence(nvvm.Tcgen05FenceKind.BEFORE_THREAD_SYNC, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def tcgen05_fence_after(*, loc=None, ip=None) -> None:
+    """tcgen05.fence::after_thread_sync: order following tcgen05 ops after a preceding thread
+    synchronisation (mbarrier wait, named barrier)."""
+    nvvm.tcgen05_fence(nvvm.Tcgen05FenceKind.AFTER_THREAD_SYNC, loc=loc, ip=ip)

@@ -30,6 +30,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.cute.typing import Float32, Int32, Int64
 
 from impls.attention.fa4.sm100 import softmax as sm
+from impls.attention.fa4.sm100.exp2 import tcgen05_fence_after, tcgen05_fence_before
 from impls.attention.fa4.spec import BLOCK_M, BLOCK_N, LOG2E
 
 MASKS = ("none", "causal", "sliding_window", "document")
@@ -292,7 +293,9 @@ class Fa4Sm100Forward:
                                pv_cons, o_prod, epi_prod, m_block, head, batch, sq, n,
                                tidx % corr_threads)
             tmem.relinquish_alloc_permit()
+            tcgen05_fence_before()
             pipeline.NamedBarrier(barrier_id=2, num_threads=corr_threads).arrive_and_wait()
+            tcgen05_fence_after()
             tmem.free(tmem_ptr)
 
     @cute.jit
@@ -352,6 +355,7 @@ class Fa4Sm100Forward:
                 hp = p_cons.wait_and_advance()  # P_i written (spec fwd 6)
                 ho = o_cons.wait_and_advance()  # O rescaled by alpha_i (spec fwd 4)
                 hpv = pv_prod.acquire_and_advance()
+                tcgen05_fence_after()  # order the PV MMA after the softmax/correction syncs
                 self.issue_pv(pv_mma, tmem_p(self, pv_thr, p_tl, tmem_ptr, i % 2),
                               r_v[None, None, None, hv.index], tmem_o(self, pv_thr, tmem_ptr),
                               i > 0)
@@ -365,6 +369,7 @@ class Fa4Sm100Forward:
     def issue_qk(self, qk_mma, r_q, r_k, t_s, kv_cons, s_prod) -> None:
         hk = kv_cons.wait_and_advance()
         hs = s_prod.acquire_and_advance()
+        tcgen05_fence_after()
         r_ki = r_k[None, None, None, hk.index]
         for kp in cutlass.range_constexpr(cute.size(r_q, mode=[2])):
             qk_mma.set(tcgen05.Field.ACCUMULATE, kp != 0)

@@ -34,6 +34,8 @@ from impls.attention.fa4.sm100.exp2 import (
     log2_approx,
     mul_rn,
     sub_rn,
+    tcgen05_fence_after,
+    tcgen05_fence_before,
 )
 from impls.attention.fa4.spec import BLOCK_M, BLOCK_N, EMU_FROM, LN2, RESCALE_THRESHOLD
 
@@ -108,6 +110,7 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
     for i in cutlass.range(n, unroll=1):
         kv0 = (hi - 1 - i) * BLOCK_N
         hs = s_cons.wait_and_advance()
+        tcgen05_fence_after()
         cute.copy(tiled_ld, cute.make_tensor(t_ld.iterator + 128 * (i % 2), t_ld.layout), r_s)
         cute.arch.fence_view_async_tmem_load()
         # fwd 2-3 and the tile row max t (fwd 4); register j holds column j.
@@ -161,6 +164,7 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
         cute.copy(tiled_st, r_p32, cute.make_tensor(t_st.iterator + 128 * (i % 2),
                                                     t_st.layout))
         cute.arch.fence_view_async_tmem_store()
+        tcgen05_fence_before()
         hp.commit()
         hs.release()
     hst = stats_prod.acquire_and_advance()
@@ -195,6 +199,7 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
         h.release()
         if i > 0:
             hpv = pv_cons.wait_and_advance()  # PV_{i-1} done: O holds tiles < i
+            tcgen05_fence_after()
             if cute.arch.vote_any_sync(alpha != Float32(1.0)):  # fwd 4: O *= alpha
                 for ch in cutlass.range_constexpr(d // O_CHUNK):
                     cute.copy(ld, cute.make_tensor(t_ld.iterator + ch * O_CHUNK, t_ld.layout),
@@ -205,6 +210,7 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
                     cute.copy(st, r_o, cute.make_tensor(t_st.iterator + ch * O_CHUNK,
                                                         t_st.layout))
                 cute.arch.fence_view_async_tmem_store()
+            tcgen05_fence_before()
             hpv.release()
         ho = o_prod.acquire_and_advance()
         ho.commit()
@@ -218,6 +224,7 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
     he = epi_prod.acquire_and_advance()
     if n > 0:
         hpv = pv_cons.wait_and_advance()  # PV_{n-1} done
+        tcgen05_fence_after()
         for ch in cutlass.range_constexpr(d // O_CHUNK):
             cute.copy(ld, cute.make_tensor(t_ld.iterator + ch * O_CHUNK, t_ld.layout), r_o)
             cute.arch.fence_view_async_tmem_load()

@@ -28,7 +28,8 @@ MASKS = ("none", "causal", "sliding_window", "document")
 SCORE_MODS = ("none", "softcap", "alibi")
 VARIANTS: list[str] = [f"{dt}-d{d}-{m}-{s}" for dt, d, m, s in
                        itertools.product(DTYPES, HEAD_DIMS, MASKS, SCORE_MODS)]
-OPTIONS = "--gpu-arch {arch} --keep-ptx --keep-cubin remarks{{ptx}}"  # remarks: ptxas -v
+# remarks{ptx}: ptxas -v on stderr; artefacts go to a temporary --dump-dir, not the cwd
+OPTIONS = "--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {dump} remarks{{ptx}}"
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _REGS = re.compile(r"Used (\d+) registers")
 
@@ -108,13 +109,13 @@ def compile_variant(name: str, arch: str = "sm_100a") -> dict[str, Any]:
 
     kernel = make_kernel(name)
     args = fake_args(name)
-    start = time.perf_counter()
-    with _stderr_fd() as err:
-        compiled = cute.compile(kernel, *args, options=OPTIONS.format(arch=arch))
-    seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as dump, _stderr_fd() as err:
+        start = time.perf_counter()
+        compiled = cute.compile(kernel, *args, options=OPTIONS.format(arch=arch, dump=dump))
+        seconds = time.perf_counter() - start
+        cubin = compiled.__cubin__
     log = "".join(err)
     spills = [tuple(map(int, m)) for m in _SPILLS.findall(log)]
-    cubin = compiled.__cubin__
     kernels = cubin_info.kernel_resources(cubin)
     main = max(kernels.values(), key=lambda k: k.get("registers") or 0) if kernels else {}
     static_smem = main.get("static_shared_bytes") or 0

@@ -1,8 +1,10 @@
 """FA4-style attention backward for Hopper (sm_90a) in CuTe DSL: TMA + wgmma, two kernels.
 
-A simpler design than the forward: no warp specialisation, one warpgroup (128 threads) per
-CTA whose warp 0 also issues the TMA loads one tile ahead (2-stage mbarrier pipeline), and no
-overlap between MMAs and the elementwise work. Tiles are 64 x 64 (one m64 wgmma per tile).
+A simpler design than the forward: no warp specialisation; warp 0 also issues the TMA loads
+one tile ahead (2-stage mbarrier pipeline); no overlap between MMAs and the elementwise work.
+Tiles are 64 x 64 (one m64 wgmma per tile); one warpgroup per CTA, except the dK/dV kernel at
+D = 128: two warpgroups that each own 64 of the D columns of dK and dV and both compute the
+same S^T and dP^T tiles (redundant MMAs, traded for registers: 255 and spills with one).
 
   * dK/dV kernel, one CTA per (64-key tile, query head, batch), loop over the live q tiles
     (spec bwd: "dK/dV per kv tile with an inner loop over q tiles"). It works on transposed
@@ -65,6 +67,10 @@ class BwdSm90:
         self.dtype = variant.cutlass_dtype
         self.d = variant.head_dim
         self.threads = 128
+        # dK/dV at D = 128: two warpgroups, each owning 64 of the D columns of dK and dV (both
+        # compute the same S^T and dP^T), to keep the accumulators within 255 registers.
+        self.dkdv_wgs = 2 if self.d == 128 else 1
+        self.dn = self.d // self.dkdv_wgs
         self.smem_bytes = 0  # the larger of the two kernels' requests, filled at trace time
 
     @cute.jit
@@ -89,9 +95,9 @@ class BwdSm90:
         f32, rmem = cutlass.Float32, warpgroup.OperandSource.RMEM
         ss_mma = [sm90_utils.make_trivial_tiled_mma(dt, dt, km, km, f32, (1, 1, 1), (TILE, TILE))
                   for _ in range(4)]  # S^T, dP^T (dK/dV kernel); S, dP (dQ kernel)
-        rs_mma = [sm90_utils.make_trivial_tiled_mma(dt, dt, km, mn, f32, (1, 1, 1), (TILE, d),
+        rs_mma = [sm90_utils.make_trivial_tiled_mma(dt, dt, km, mn, f32, (1, 1, 1), (TILE, n),
                                                     rmem)
-                  for _ in range(3)]  # dV, dK (dK/dV kernel); dQ (dQ kernel)
+                  for n in (self.dn, self.dn, d)]  # dV, dK (dK/dV kernel); dQ (dQ kernel)
         row = utils.LayoutEnum.ROW_MAJOR
         one = sm90_utils.make_smem_layout_a(row, (TILE, TILE, d), dt, 1)
         staged = sm90_utils.make_smem_layout_a(row, (TILE, TILE, d), dt, STAGES)
@@ -119,7 +125,7 @@ class BwdSm90:
         self.kernel_dkdv(ss_mma[0], ss_mma[1], rs_mma[0], rs_mma[1], tma_k, tK, tma_v, tV,
                          tma_q, tQ, tma_do, tdO, mL2, mDelta, mdK, mdV, one, staged,
                          *aux).launch(
-            grid=(cute.ceil_div(sk, TILE), hq, b), block=[self.threads, 1, 1],
+            grid=(cute.ceil_div(sk, TILE), hq, b), block=[self.threads * self.dkdv_wgs, 1, 1],
             smem=self.smem_bytes, stream=stream)
         # dQ: fixed Q, dO (sA, sB); streamed K, V (sC, sD).
         self.kernel_dq(ss_mma[2], ss_mma[3], rs_mma[2], tma_q, tQ, tma_do, tdO, tma_k, tK,
@@ -129,7 +135,8 @@ class BwdSm90:
 
     # ------------------------------------------------------------------ shared pieces
     @cute.jit
-    def setup(self, one: cute.ComposedLayout, staged: cute.ComposedLayout):
+    def setup(self, one: cute.ComposedLayout, staged: cute.ComposedLayout,
+              n_warps: cutlass.Constexpr):
         """Shared memory tiles and the two TMA pipelines (fixed tiles: 1 stage, streamed: 2)."""
         st = utils.SmemAllocator().allocate(self.storage)
         sA = st.sA.get_tensor(one.outer, swizzle=one.inner)
@@ -138,7 +145,7 @@ class BwdSm90:
         sD = st.sD.get_tensor(staged.outer, swizzle=staged.inner)
         tile_bytes = cute.size_in_bytes(self.dtype, cute.slice_(one, (None, None, 0)))
         producer = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
-        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, 4)  # one arrive per warp
+        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, n_warps)  # arrive per warp
         fixed = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.fixed_bar.data_ptr(), num_stages=1, producer_group=producer,
             consumer_group=consumers, tx_count=2 * tile_bytes, defer_sync=True)
@@ -216,7 +223,7 @@ class BwdSm90:
         n_blk, head, batch = cute.arch.block_idx()
         sq, sk = mQ.shape[0], mK.shape[0]
         head_kv = head // (mQ.shape[2] // mK.shape[2])
-        sK, sV, sQ, sdO, fixed, streamed = self.setup(one, staged)
+        sK, sV, sQ, sdO, fixed, streamed = self.setup(one, staged, 4 * self.dkdv_wgs)
 
         kv0 = n_blk * TILE
         lo, hi = q_block_range(var, kv0, cutlass.min(kv0 + TILE, sk) - 1, sq, sk, window, TILE)
@@ -232,27 +239,32 @@ class BwdSm90:
             self.load_pair(streamed, prod, tma_q, tma_do, gQ, gdO, sQ, sdO, lo)
             prod.advance()
 
-        thr_st, thr_dpt = st_mma.get_slice(tidx), dpt_mma.get_slice(tidx)
-        thr_dv, thr_dk = dv_mma.get_slice(tidx), dk_mma.get_slice(tidx)
+        wg, t = tidx // 128, tidx % 128  # wg: which D columns of dK/dV (0 when D = 64)
+        dn = self.dn
+        thr_st, thr_dpt = st_mma.get_slice(t), dpt_mma.get_slice(t)
+        thr_dv, thr_dk = dv_mma.get_slice(t), dk_mma.get_slice(t)
         tSrK = thr_st.make_fragment_A(thr_st.partition_A(sK))
         tSrQ = thr_st.make_fragment_B(thr_st.partition_B(sQ))
         tPrV = thr_dpt.make_fragment_A(thr_dpt.partition_A(sV))
         tPrdO = thr_dpt.make_fragment_B(thr_dpt.partition_B(sdO))
-        tVrdOt = thr_dv.make_fragment_B(thr_dv.partition_B(_transposed(sdO)))
-        tKrQt = thr_dk.make_fragment_B(thr_dk.partition_B(_transposed(sQ)))
+        cols = (dn, TILE, STAGES)  # this warpgroup's D columns (64: one 128-byte swizzle atom)
+        sdOt = cute.local_tile(_transposed(sdO), cols, (wg, 0, 0))
+        sQt = cute.local_tile(_transposed(sQ), cols, (wg, 0, 0))
+        tVrdOt = thr_dv.make_fragment_B(thr_dv.partition_B(sdOt))
+        tKrQt = thr_dk.make_fragment_B(thr_dk.partition_B(sQt))
         acc_st = thr_st.make_fragment_C(thr_st.partition_shape_C((TILE, TILE)))
         acc_dpt = thr_dpt.make_fragment_C(thr_dpt.partition_shape_C((TILE, TILE)))
-        acc_dv = thr_dv.make_fragment_C(thr_dv.partition_shape_C((TILE, d)))
-        acc_dk = thr_dk.make_fragment_C(thr_dk.partition_shape_C((TILE, d)))
+        acc_dv = thr_dv.make_fragment_C(thr_dv.partition_shape_C((TILE, dn)))
+        acc_dk = thr_dk.make_fragment_C(thr_dk.partition_shape_C((TILE, dn)))
         rP = thr_dv.make_fragment_A(thr_dv.partition_shape_A((TILE, TILE)))
         rdS = thr_dk.make_fragment_A(thr_dk.partition_shape_A((TILE, TILE)))
         c_rc = rowcol(thr_st.partition_C(cute.make_identity_tensor((TILE, TILE))))
         # Output partitions before the loop (tiled_mma.set() restages the MMAs).
-        tOc = rowcol(thr_dk.partition_C(cute.make_identity_tensor((TILE, d))))
+        tOc = rowcol(thr_dk.partition_C(cute.make_identity_tensor((TILE, dn))))
         gdK = rowcol(thr_dk.partition_C(
-            cute.local_tile(mdK[None, None, head, batch], (TILE, d), (n_blk, 0))))
+            cute.local_tile(mdK[None, None, head, batch], (TILE, dn), (n_blk, wg))))
         gdV = rowcol(thr_dv.partition_C(
-            cute.local_tile(mdV[None, None, head, batch], (TILE, d), (n_blk, 0))))
+            cute.local_tile(mdV[None, None, head, batch], (TILE, dn), (n_blk, wg))))
         acc_dv.fill(0.0)
         acc_dk.fill(0.0)
 
@@ -304,7 +316,7 @@ class BwdSm90:
         m_blk, head, batch = cute.arch.block_idx()
         sq, sk = mQ.shape[0], mK.shape[0]
         head_kv = head // (mQ.shape[2] // mK.shape[2])
-        sQ, sdO, sK, sV, fixed, streamed = self.setup(one, staged)
+        sQ, sdO, sK, sV, fixed, streamed = self.setup(one, staged, 4)
 
         q0 = m_blk * TILE
         lo, hi = kv_block_range(var, q0, cutlass.min(q0 + TILE, sq) - 1, sq, sk, window, TILE)

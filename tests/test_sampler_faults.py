@@ -72,3 +72,16 @@ def test_correct_builtin_passes_through_impl(suite, area):
                 f"--impl=sampler.{area}=impls.samplers:{area}")
     assert run.returncode == 0, run.stdout[-3000:]
     assert run.report["summary"]["passed"] == 1
+
+
+def test_declared_checks_fit_the_budget(suite):
+    """The collected samplers area declares its statistical checks, within the budget."""
+    import re
+
+    from conformance.stats import CHECK_BUDGET
+
+    run = suite(str(SUITE / "samplers"), "--collect-only", "-p", "no:randomly", report=False)
+    assert run.returncode == 0, run.output[-2000:]
+    total = int(re.search(r"samplers: (\d+) statistical checks declared", run.stdout)[1])
+    assert 0 < total <= CHECK_BUDGET
+    print(f"declared statistical checks: {total} of {CHECK_BUDGET}")

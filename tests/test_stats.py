@@ -100,7 +100,7 @@ def test_two_sample():
 def test_power_formula():
     n = stats.required_n(0.01, 1.0)
     assert stats.power_of(0.01, 1.0, n) >= 0.99 > stats.power_of(0.01, 1.0, int(n * 0.9))
-    assert stats.ALPHA * stats.CHECK_BUDGET == pytest.approx(stats.FAMILY_ALPHA)
+    assert pytest.approx(stats.FAMILY_ALPHA) == stats.ALPHA * stats.CHECK_BUDGET
 
 
 # ---- oracles: torch's parameterisation ------------------------------------------------------

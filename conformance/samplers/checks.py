@@ -108,14 +108,14 @@ def null_moments(method: str, params: tuple[float, ...], fmt_name: str | None,
 @functools.lru_cache(maxsize=64)
 def _rounded(method: str, params: tuple[float, ...], fmt_name: str
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Values, probabilities, and which values are 'impossible' (the least likely cells,
-    at most ALPHA / 1e7 of the mass: seeing one in a sample of <= 1e7 is a false alarm of
-    probability below ALPHA)."""
+    """Values, probabilities, and which values are 'impossible': the least likely cells,
+    together at most ALPHA / 1e10 of the mass, so that seeing one in a sample of <= 1e7 has
+    probability below ALPHA / 1000 (all support checks of a run together: below ALPHA)."""
     values, probs = oracle(method, params).rounded_pmf(FORMATS[fmt_name])
     order = np.argsort(probs, kind="stable")
     mass = np.cumsum(probs[order])
     impossible = np.zeros(values.size, dtype=bool)
-    impossible[order[mass <= ALPHA / 1e7]] = True
+    impossible[order[mass <= ALPHA / 1e10]] = True
     return values, probs, impossible
 
 
@@ -134,8 +134,11 @@ def impossible_values(o: Oracle, x: np.ndarray, fmt: FloatFormat | None) -> tupl
         lo, hi = o.dist.support()
         bad |= (x < lo) | (x > hi)
         if fmt is not None and fmt.name == "float32":  # rounding to 0 or inf is possible
-            clo, chi = rounding_cells(x, fmt)
-            bad |= o.cell_probs(clo, chi) <= 0
+            with np.errstate(invalid="ignore"):
+                f = o.cdf(x)
+            tail = (f < 1e-12) | (f > 1 - 1e-12)  # elsewhere every cell has mass
+            clo, chi = rounding_cells(x[tail], fmt)
+            bad[tail] |= o.cell_probs(clo, chi) <= 0
         elif o.strict_lower:
             bad |= x == lo
     if o.fold is not None:

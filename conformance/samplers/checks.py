@@ -60,7 +60,6 @@ class Family:
             raise RuntimeError(f"test made more statistical checks than the {self.declared} "
                                "it declares (the run's false-alarm budget counts declarations)")
         self.results.append(result)
-        self.record.note(stat_checks=self.used, alpha_per_check=ALPHA)
         self.record.require(result.measurement())
         return result
 

@@ -94,12 +94,11 @@ class SamplerTests:
         x = to_numpy(draw(impl, (TWO_SAMPLE_N,), dtype, device, params, seed, record))
         cpu = torch.empty(TWO_SAMPLE_N, dtype=dtype)
         getattr(cpu, spec.method)(*params, generator=torch.Generator().manual_seed(seed + 1))
-        record.note(reference="torch CPU " + ("(same device as the sample)"
-                                              if device.type == "cpu" else ""))
+        against = "a second CPU generator" if device.type == "cpu" else "torch on the CPU"
         o = oracle(spec.method, spec.main)
         discrete = o.discrete or dtype_name(dtype) in ("float16", "bfloat16")
         Family(record, 1).require(two_sample_test(x, to_numpy(cpu), discrete,
-                                                  f"{spec.method} device vs CPU"))
+                                                  f"{spec.method} on {device} vs {against}"))
 
     @stat_checks(2)
     def test_independence(self, impl, dtype, device, record, rng):

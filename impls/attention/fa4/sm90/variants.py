@@ -28,8 +28,9 @@ VARIANTS: list[Variant] = [
 ]
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}
 KERNELS = ("fwd", "bwd")
-# remarks{{ptx}} makes the DSL print ptxas -v ("N bytes spill stores, ...") on stderr.
-COMPILE_OPTIONS = "--gpu-arch {arch} --keep-ptx --keep-cubin remarks{{ptx}}"
+# remarks{{ptx}} makes the DSL print ptxas -v ("N bytes spill stores, ...") on stderr; the kept
+# artefacts go to a temporary --dump-dir, not the working directory.
+COMPILE_OPTIONS = "--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {dump} remarks{{ptx}}"
 _PTXAS_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
 
@@ -107,13 +108,14 @@ def compile_variant(name: str, arch: str = "sm_90a", kernel: str = "fwd",
     obj = make_kernel(variant, kernel)
     args = fake_args(variant, kernel)
     start = time.perf_counter()
-    with _capture_stderr() as err:
-        compiled = cute.compile(obj, *args, options=COMPILE_OPTIONS.format(arch=arch))
-    seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as dump, _capture_stderr() as err:
+        compiled = cute.compile(obj, *args, options=COMPILE_OPTIONS.format(arch=arch, dump=dump))
+        seconds = time.perf_counter() - start
+        cubin = compiled.__cubin__  # read while the dump directory exists
+        ptx = compiled.__ptx__ if return_compiled else None
     ptxas = "".join(err)
     spills = [tuple(map(int, m)) for m in _PTXAS_SPILLS.findall(ptxas)]
     ptxas_regs = [int(m) for m in _PTXAS_REGS.findall(ptxas)]
-    cubin = compiled.__cubin__
     kernels = cubin_info.kernel_resources(cubin)
     main = max(kernels.values(), key=lambda k: k["registers"]) if kernels else {}
     result: dict[str, Any] = {
@@ -133,7 +135,7 @@ def compile_variant(name: str, arch: str = "sm_90a", kernel: str = "fwd",
         "kernels": kernels,
     }
     if return_compiled:
-        result["compiled"] = compiled
+        result["compiled"], result["ptx"] = compiled, ptx
     return result
 
 

@@ -80,7 +80,7 @@ FAULTS = [
 @pytest.mark.parametrize("fault,scope,expected", FAULTS, ids=[f[0] for f in FAULTS])
 def test_fa4_planted_fault_is_flagged(suite, fault, scope, expected):
     spec_ = f"planted.fa4_faults:{fault}"
-    run = suite(str(SUITE / "attention"), "-n", "0", "-q", "--no-builtins", "-k", scope,
+    run = suite(str(SUITE / "attention"), "-n", "0", "-q", "-x", "--no-builtins", "-k", scope,
                 f"--impl=attention={spec_}")
     assert run.returncode == 1, run.output[-3000:]
     assert expected in run.stdout, run.stdout[-3000:]
@@ -92,7 +92,7 @@ def test_fa4_planted_fault_is_flagged(suite, fault, scope, expected):
 def test_fa4_correct_config_passes(suite):
     """The control: the spec's configuration under a planted name passes the same scopes."""
     run = suite(str(SUITE / "attention"), "-n", "0", "-q", "--no-builtins", "-k",
-                "catalogue or fa4_algorithm or growing",
+                "catalogue or fa4_algorithm",
                 "--impl=attention=planted.fa4_faults:correct")
     assert run.returncode == 0, run.stdout[-3000:]
-    assert run.report["summary"]["passed"] > 100
+    assert run.report["summary"]["passed"] > 80

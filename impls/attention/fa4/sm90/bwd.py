@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.memory
 import cutlass.pipeline as pipeline
-import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import warpgroup
+from cutlass.tensor_utils import LayoutEnum
 
 from impls.attention.fa4.sm90.common import (
     NEG_INF,
@@ -91,14 +92,14 @@ class BwdSm90:
         mdQ, mdK, mdV = rows_d(dq), rows_d(dk), rows_d(dv)
         mL2, mDelta = rows(l2), rows(delta)
 
-        km, mn = warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN
+        km, mn = cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.MN
         f32, rmem = cutlass.Float32, warpgroup.OperandSource.RMEM
         ss_mma = [sm90_utils.make_trivial_tiled_mma(dt, dt, km, km, f32, (1, 1, 1), (TILE, TILE))
                   for _ in range(4)]  # S^T, dP^T (dK/dV kernel); S, dP (dQ kernel)
         rs_mma = [sm90_utils.make_trivial_tiled_mma(dt, dt, km, mn, f32, (1, 1, 1), (TILE, n),
                                                     rmem)
                   for n in (self.dn, self.dn, d)]  # dV, dK (dK/dV kernel); dQ (dQ kernel)
-        row = utils.LayoutEnum.ROW_MAJOR
+        row = LayoutEnum.ROW_MAJOR
         one = sm90_utils.make_smem_layout_a(row, (TILE, TILE, d), dt, 1)
         staged = sm90_utils.make_smem_layout_a(row, (TILE, TILE, d), dt, STAGES)
         g2s = cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
@@ -138,7 +139,7 @@ class BwdSm90:
     def setup(self, one: cute.ComposedLayout, staged: cute.ComposedLayout,
               n_warps: cutlass.Constexpr):
         """Shared memory tiles and the two TMA pipelines (fixed tiles: 1 stage, streamed: 2)."""
-        st = utils.SmemAllocator().allocate(self.storage)
+        st = cutlass.memory.SmemAllocator().allocate(self.storage)
         sA = st.sA.get_tensor(one.outer, swizzle=one.inner)
         sB = st.sB.get_tensor(one.outer, swizzle=one.inner)
         sC = st.sC.get_tensor(staged.outer, swizzle=staged.inner)

@@ -18,10 +18,11 @@ import math
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.memory
 import cutlass.pipeline as pipeline
-import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import warpgroup
+from cutlass.tensor_utils import LayoutEnum
 
 from impls.attention.fa4 import spec
 from impls.attention.fa4.sm90.common import (
@@ -76,14 +77,14 @@ class FwdSm90:
         mO = cute.make_tensor(o.iterator, cute.select(o.layout, mode=[2, 3, 1, 0]))
         mLse = cute.make_tensor(lse.iterator, cute.select(lse.layout, mode=[2, 1, 0]))
 
-        k_major, mn_major = warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN
+        k_major, mn_major = cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.MN
         qk_mma = sm90_utils.make_trivial_tiled_mma(
             dt, dt, k_major, k_major, cutlass.Float32, (1, 1, 1), (WG_ROWS, bn))
         pv_mma = sm90_utils.make_trivial_tiled_mma(
             dt, dt, k_major, mn_major, cutlass.Float32, (1, 1, 1), (WG_ROWS, d),
             warpgroup.OperandSource.RMEM)
 
-        row, col = utils.LayoutEnum.ROW_MAJOR, utils.LayoutEnum.COL_MAJOR
+        row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
         sQ_layout = sm90_utils.make_smem_layout_a(row, (WG_ROWS, bn, d), dt, 2)
         sK_layout = sm90_utils.make_smem_layout_b(row, (WG_ROWS, bn, d), dt, KV_STAGES)
         sV_layout = sm90_utils.make_smem_layout_b(col, (WG_ROWS, d, bn), dt, KV_STAGES)
@@ -129,7 +130,7 @@ class FwdSm90:
         seqlen_q, seqlen_k = mQ.shape[0], mK.shape[0]
         head_kv = head // (mQ.shape[2] // mK.shape[2])  # GQA: query heads share a kv head
 
-        smem = utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         st = smem.allocate(self.storage)
         sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
         sK = st.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)

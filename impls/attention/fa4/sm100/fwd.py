@@ -19,12 +19,11 @@ The step-by-step correspondence with spec.py is in softmax.py and README.md.
 
 from __future__ import annotations
 
-import math
-
 import cutlass
 import cutlass.cute as cute
+import cutlass.memory as memory
 import cutlass.pipeline as pipeline
-import cutlass.utils as utils
+import cutlass.tensor_utils as tensor_utils
 import cutlass.utils.blackwell_helpers as sm100_utils
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.cute.typing import Float32, Int32, Int64
@@ -105,7 +104,7 @@ class Fa4Sm100Forward:
         v_sl = sm100_utils.make_smem_layout_b(pv_mma, self.pv_tiler, self.dtype, self.kv_stages)
         p_tl = sm100_utils.make_smem_layout_a(pv_mma, self.pv_tiler, self.dtype, 1)
         o_sl = sm100_utils.make_smem_layout_epi(
-            self.dtype, utils.LayoutEnum.ROW_MAJOR, (BLOCK_M, d), 1)
+            self.dtype, tensor_utils.LayoutEnum.ROW_MAJOR, (BLOCK_M, d), 1)
         k_tile = cute.select(k_sl, mode=[0, 1, 2])
         v_tile = cute.select(v_sl, mode=[0, 1, 2])
         # K and V tiles share the kv stages: same element count per stage.
@@ -194,7 +193,7 @@ class Fa4Sm100Forward:
             cpasync.prefetch_descriptor(tma_v)
             cpasync.prefetch_descriptor(tma_o)
 
-        smem = utils.SmemAllocator()
+        smem = memory.SmemAllocator()
         st = smem.allocate(self.storage)
         one, softmax_threads = 1, 32 * len(SOFTMAX_WARPS)
         corr_threads = 32 * len(CORRECTION_WARPS)
@@ -231,7 +230,7 @@ class Fa4Sm100Forward:
         epi_prod, epi_cons = pipeline.PipelineAsync.create(
             num_stages=1, producer_group=_group(corr_threads), consumer_group=_group(32),
             barrier_storage=st.epi_bar.data_ptr(), defer_sync=True).make_participants()
-        tmem = utils.TmemAllocator(
+        tmem = memory.TmemAllocator(
             st.tmem_addr.ptr,
             barrier_for_retrieve=pipeline.NamedBarrier(
                 barrier_id=1, num_threads=softmax_threads + corr_threads + 32),
@@ -407,6 +406,3 @@ def tmem_p(cfg: Fa4Sm100Forward, pv_thr, p_tl, tmem_ptr, buf) -> cute.Tensor:
 def exp_scale_for(score_mod: str, scale: float) -> float:
     """spec fwd 2: c = scale*log2(e) without a score_mod, log2(e) with one (host, fp64)."""
     return LOG2E if score_mod != "none" else scale * LOG2E
-
-
-assert math.isclose(exp_scale_for("none", 1.0), LOG2E)

@@ -93,12 +93,6 @@ def div_rn(a, b, *, loc=None, ip=None) -> cutlass.Float32:
 
 
 @dsl_user_op
-def log2_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
-    """Hardware log2 (lg2.approx.ftz.f32), used once per row for lse."""
-    return _asm("lg2.approx.ftz.f32 $0, $1;", "=f,f", a, loc=loc, ip=ip)
-
-
-@dsl_user_op
 def tcgen05_fence_before(*, loc=None, ip=None) -> None:
     """tcgen05.fence::before_thread_sync: order this thread's prior tcgen05 ops (ld/st/mma)
     before a following thread synchronisation (mbarrier arrive, named barrier)."""

@@ -31,7 +31,6 @@ from impls.attention.fa4.sm100.exp2 import (
     exp2_hw,
     exp2_sw,
     fma_rn,
-    log2_approx,
     mul_rn,
     sub_rn,
     tcgen05_fence_after,
@@ -244,5 +243,6 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
     he.commit()
     q = m_block * BLOCK_M + row
     if q < sq:
-        value = mul_rn(add_rn(mc, log2_approx(l_sum)), Float32(LN2))
+        # accurate fp32 log2 (not lg2.approx), once per row
+        value = mul_rn(add_rn(mc, cute.math.log2(l_sum, fastmath=False)), Float32(LN2))
         lse[batch, head, q] = _sel(dead, NEG_INF, value)

@@ -148,8 +148,32 @@ def apply_mods(
     slope = cutlass.Float32(0.0)
     if cutlass.const_expr(variant.score_mod == "alibi"):
         slope = cutlass.Float32(alibi[head])
-    for r in cutlass.range_constexpr(cute.size(s_rc, mode=[0])):
-        for j in cutlass.range_constexpr(cute.size(s_rc, mode=[1])):
+    n_rows, n_cols = cute.size(s_rc, mode=[0]), cute.size(s_rc, mode=[1])
+    row_ids = cute.make_rmem_tensor((n_rows,), cutlass.Int32)
+    col_ids = cute.make_rmem_tensor((n_cols // 8,), cutlass.Int32)
+    if cutlass.const_expr(variant.mask == "document"):
+        # Document ids: one load per row; the tile's 4 * n_cols column ids are loaded once
+        # per warp (lane L holds columns L + 32 i) and fetched by shuffle where needed: the
+        # thread's column j is 8 (j // 2) + 2 (lane % 4) + j % 2, i.e. register j // 8 of lane
+        # column % 32 (wgmma accumulator layout). Keeps 64 id loads per tile out of registers.
+        assert n_cols % 8 == 0
+        row_src, row0, row_n = doc_q, q0, seqlen_q
+        col_src, col0, col_n = doc_kv, kv0, seqlen_k  # col0: multiple of 32
+        if cutlass.const_expr(transposed):
+            row_src, row0, row_n = doc_kv, kv0, seqlen_k
+            col_src, col0, col_n = doc_q, q0, seqlen_q
+        lane = cute.arch.lane_idx()
+        for i in cutlass.range_constexpr(n_cols // 8):
+            col_ids[i] = col_src[cutlass.min(col0 + lane + 32 * i, col_n - 1)]
+        for r in cutlass.range_constexpr(n_rows):
+            row_ids[r] = row_src[cutlass.min(row0 + c_rc[r, 0][0], row_n - 1)]
+    for j in cutlass.range_constexpr(n_cols):
+        col_id = cutlass.Int32(0)
+        if cutlass.const_expr(variant.mask == "document"):
+            # (col0 + column) % 32 == column % 32 as col0 is a multiple of the tile width; the
+            # tile-varying form stops the compiler from keeping 32 source lanes live.
+            col_id = cute.arch.shuffle_sync(col_ids[j // 8], (col0 + c_rc[0, j][1]) % 32)
+        for r in cutlass.range_constexpr(n_rows):
             q = q0 + c_rc[r, j][0]
             kv = kv0 + c_rc[r, j][1]
             if cutlass.const_expr(transposed):
@@ -168,8 +192,7 @@ def apply_mods(
             if cutlass.const_expr(variant.mask == "sliding_window"):
                 live = live & (q + off - kv < window)
             if cutlass.const_expr(variant.mask == "document"):
-                same = doc_q[cutlass.min(q, seqlen_q - 1)] == doc_kv[cutlass.min(kv, seqlen_k - 1)]
-                live = live & same
+                live = live & (row_ids[r] == col_id)
             if not live:
                 x = cutlass.Float32(NEG_INF)
             s_rc[r, j] = x

@@ -101,3 +101,23 @@ def test_capabilities_are_honest():
     assert fa4_sm100.conformance_limits == {"head_dims": [64, 128]}
     assert "backward" not in fa4_sm100.conformance_features
     assert "dv_ne_d" not in fa4_sm100.conformance_features
+
+
+def test_adapter_arguments_compile(tmp_path):
+    """What fa4_sm100 hands to cute.compile (from_dlpack views of CPU tensors here, CUDA ones
+    on a GPU) compiles: the adapter's argument plumbing matches the kernel's signature."""
+    import cutlass.cute as cute
+
+    from impls.attention.fa4.sm100.api import launch_args
+
+    geo = Geometry(batch=2, heads=4, sq=130, sk=70)
+    masks, mods = _mods(geo)
+    q = torch.zeros(2, 4, 130, 64, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.zeros(2, 2, 70, 64, dtype=torch.bfloat16)  # GQA 4:2
+    v = torch.zeros(2, 2, 70, 64, dtype=torch.bfloat16)
+    name, params = _variant(q, k, mods["alibi"], _BlockMask(masks["document"]))
+    out, lse = torch.empty_like(q), torch.empty(2, 4, 130)
+    name, args = launch_args(name, params, q, k, v, out, lse, 0.125)
+    compiled = cute.compile(variants.make_kernel(name), *args,
+                            options=f"--gpu-arch sm_100a --keep-cubin --dump-dir {tmp_path}")
+    assert len(compiled.__cubin__) > 10_000

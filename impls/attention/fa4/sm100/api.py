@@ -100,11 +100,23 @@ def fa4_sm100(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=F
         lse.fill_(-math.inf)
         return (out, lse) if return_lse else out
 
+    name, args = launch_args(name, params, q, k, v, out, lse, scale)
+    if name not in _CACHE:
+        import cutlass.cute as cute
+
+        from impls.attention.fa4.sm100.variants import make_kernel
+
+        _CACHE[name] = cute.compile(make_kernel(name), *args, options="--gpu-arch sm_100a")
+    _CACHE[name](*args)
+    return (out, lse) if return_lse else out
+
+
+def launch_args(name: str, params: dict, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                out: torch.Tensor, lse: torch.Tensor, scale: float) -> tuple[str, tuple]:
+    """The kernel's arguments (Fa4Sm100Forward.__call__ order) as CuTe DSL runtime values.
+    Works for CPU tensors too (compile-only checks); the stream is then a null CUstream."""
     import cuda.bindings.driver as cuda
     import cutlass
-    import cutlass.cute as cute
-
-    from impls.attention.fa4.sm100.variants import make_kernel
 
     dev = q.device
     slopes = (torch.as_tensor(params["slopes"], dtype=torch.float32, device=dev).contiguous()
@@ -113,16 +125,15 @@ def fa4_sm100(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=F
     if "doc_q" in params:
         doc_q = torch.as_tensor(params["doc_q"], dtype=torch.int32, device=dev).contiguous()
         doc_kv = torch.as_tensor(params["doc_kv"], dtype=torch.int32, device=dev).contiguous()
-    q, k, v = _ready(q), _ready(k), _ready(v)
+    q, k, v = _ready(q.detach()), _ready(k.detach()), _ready(v.detach())
+    stream = (cuda.CUstream(torch.cuda.current_stream(dev).cuda_stream) if dev.type == "cuda"
+              else cuda.CUstream(0))
     mod = name.rsplit("-", 1)[1]
-    args = (_dyn(q), _dyn(k), _dyn(v), _dyn(out), _dyn(lse), _dyn(slopes), _dyn(doc_q),
-            _dyn(doc_kv), cutlass.Float32(scale), cutlass.Float32(exp_scale_for(mod, scale)),
-            cutlass.Float32(params.get("cap", 1.0)), cutlass.Int32(params.get("window", 1)),
-            cuda.CUstream(torch.cuda.current_stream(dev).cuda_stream))
-    if name not in _CACHE:
-        _CACHE[name] = cute.compile(make_kernel(name), *args, options="--gpu-arch sm_100a")
-    _CACHE[name](*args)
-    return (out, lse) if return_lse else out
+    return name, (_dyn(q), _dyn(k), _dyn(v), _dyn(out), _dyn(lse), _dyn(slopes), _dyn(doc_q),
+                  _dyn(doc_kv), cutlass.Float32(scale),
+                  cutlass.Float32(exp_scale_for(mod, scale)),
+                  cutlass.Float32(params.get("cap", 1.0)),
+                  cutlass.Int32(params.get("window", 1)), stream)
 
 
 fa4_sm100.conformance_name = "fa4.sm100"

@@ -174,3 +174,19 @@ def test_perturbations():
     assert perturbed("cauchy_", (0.0, 1.0), "scale") == (0.0, 1.01)
     assert perturbed("geometric_", (0.3,), "p") == pytest.approx((0.303,))
     assert perturbed("random_", (3.0, 103.0), "scale") == (3.0, 104.0)
+
+
+def test_support_rule_allows_the_generators_grid():
+    """torch draws uniform_(-1, 3) in bfloat16 from 24-bit uniforms, so 0.0 comes out with
+    probability 2^-24 although its bfloat16 rounding cell is ~1e-45 wide: interior values
+    are never 'impossible'; extreme-tail values of negligible mass are."""
+    from conformance.samplers.checks import impossible_values
+
+    bf16, f16 = FORMATS["bfloat16"], FORMATS["float16"]
+    assert impossible_values(oracle("uniform_", (-1.0, 3.0)), np.array([0.0]), bf16)[0] == 0
+    assert impossible_values(oracle("uniform_", (-1.0, 3.0)), np.array([3.0]), bf16)[0] == 1
+    assert impossible_values(oracle("uniform_", (-1.0, 3.0)), np.array([-1.0078125]),
+                             bf16)[0] == 1
+    assert impossible_values(oracle("normal_", (0.0, 1.0)), np.array([1e10]), bf16)[0] == 1
+    assert impossible_values(oracle("log_normal_", (3.0, 1.0)), np.array([0.0]), f16)[0] == 1
+    assert impossible_values(oracle("normal_", (0.0, 1.0)), np.array([np.nan]), f16)[0] == 1

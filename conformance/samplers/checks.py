@@ -107,15 +107,20 @@ def null_moments(method: str, params: tuple[float, ...], fmt_name: str | None,
 @functools.lru_cache(maxsize=64)
 def _rounded(method: str, params: tuple[float, ...], fmt_name: str
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Values, probabilities, and which values are 'impossible': the least likely cells,
-    together at most ALPHA / 1e10 of the mass, so that seeing one in a sample of <= 1e7 has
-    probability below ALPHA / 1000 (all support checks of a run together: below ALPHA)."""
-    values, probs = oracle(method, params).rounded_pmf(FORMATS[fmt_name])
+    """Values, probabilities, and which values are 'impossible': among the least likely
+    cells, together at most ALPHA / 1e10 of the mass (so that seeing one in a sample of
+    <= 1e7 has probability below ALPHA / 1000; all support checks of a run together: below
+    ALPHA), those beyond the law's 1e-12 and 1 - 1e-12 quantiles. Interior cells are never
+    impossible: samplers draw from a grid (torch: 24-bit uniforms), which puts mass up to
+    2^-24 on values whose rounding cell is far narrower (0 in uniform_(-1, 3), bfloat16)."""
+    o = oracle(method, params)
+    values, probs = o.rounded_pmf(FORMATS[fmt_name])
     order = np.argsort(probs, kind="stable")
     mass = np.cumsum(probs[order])
-    impossible = np.zeros(values.size, dtype=bool)
-    impossible[order[mass <= ALPHA / 1e10]] = True
-    return values, probs, impossible
+    negligible = np.zeros(values.size, dtype=bool)
+    negligible[order[mass <= ALPHA / 1e10]] = True
+    tail = (values < o.dist.ppf(1e-12)) | (values > o.dist.isf(1e-12))
+    return values, probs, negligible & tail
 
 
 def impossible_values(o: Oracle, x: np.ndarray, fmt: FloatFormat | None) -> tuple[int, str]:

@@ -3,8 +3,9 @@
 CTA = one Q tile of BLOCK_M = 128 rows of one (batch, query head); 3 warpgroups:
   * warpgroup 0, warp 0: producer. TMA-loads the two 64-row halves of Q once, then K and V
     tiles (BLOCK_N = 128 rows each) from the last live kv tile to the first into two 2-stage
-    mbarrier pipelines (one for K, one for V). It gives registers away (setmaxnreg 24).
-  * warpgroups 1 and 2: consumers, 64 query rows each (setmaxnreg 240). Per kv tile j they
+    mbarrier pipelines (one for K, one for V). It gives registers away (setmaxnreg 40 at
+    D = 64, 32 at D = 128).
+  * warpgroups 1 and 2: consumers, 64 query rows each (setmaxnreg 232 / 240). Per kv tile j they
     issue S_j = Q K_j^T (wgmma, smem operands) and O += P_{j-1} V_{j-1} (wgmma, P from
     registers) back to back, wait for S_j only, run the softmax of tile j while the P·V wgmma
     is still in flight (intra-warpgroup overlap, as FA3), then wait for it and rescale O.
@@ -42,8 +43,10 @@ from impls.attention.fa4.sm90.common import (
 
 WG_ROWS = 64  # query rows per consumer warpgroup (one m64 wgmma)
 KV_STAGES = 2
-REGS_PRODUCER = 24
-REGS_CONSUMER = 240
+# setmaxnreg budgets (producer, consumer) per head dim; 1 x producer + 2 x consumer <= 512.
+# ptxas allocates each role within its budget: 24 for the producer spilled a few bytes at
+# D = 64 (document + alibi), and D = 128 consumers need the full 240.
+REGS = {64: (40, 232), 128: (32, 240)}
 
 
 class FwdSm90:
@@ -160,7 +163,7 @@ class FwdSm90:
 
         if wg == 0:
             # ---------------------------------------------------------------- producer
-            cute.arch.setmaxregister_decrease(REGS_PRODUCER)
+            cute.arch.setmaxregister_decrease(REGS[d][0])
             if warp == 0:
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_q)
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_k)
@@ -199,7 +202,7 @@ class FwdSm90:
                     v_st.advance()
         else:
             # --------------------------------------------------------------- consumers
-            cute.arch.setmaxregister_increase(REGS_CONSUMER)
+            cute.arch.setmaxregister_increase(REGS[d][1])
             half = wg - 1
             t = tidx % 128
             thr_qk = qk_mma.get_slice(t)

@@ -152,8 +152,8 @@ only: never run on a GPU.
 
 * registers: EIATTR_REGCOUNT from the cubin (`impls/attention/fa4/cubin_info.py`), the
   larger of the kernel's kernels (bwd: dK/dV and dQ), equal to ptxas -v. Forward: the launch
-  allocation of 384 threads (168); the warpgroups re-balance with setmaxnreg (producer 24,
-  consumers 240). Backward: no setmaxnreg.
+  allocation of 384 threads (168); the warpgroups re-balance with setmaxnreg (producer 40 / 32,
+  consumers 232 / 240 at D = 64 / 128). Backward: no setmaxnreg.
 * smem: the dynamic shared memory the launch requests plus the cubin's static
   .nv.shared.<kernel> section (1024 bytes, reserved by the DSL).
 * spills: ptxas -v, bytes of spill stores / loads (all kernels of the variant).

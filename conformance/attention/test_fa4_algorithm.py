@@ -79,7 +79,8 @@ def test_p_rounded_before_pv(impl, dtype, record):
     dtype in the numerator only (the row sum adds fp32 P), per spec forward step 6."""
     q, k, v = _two_keys(dtype)
     out = impl.fn(q, k, v, scale=1.0)
-    y = np.float32(np.float64(k[0, 0, 1, 0].float()) * np.float64(spec.LOG2E))
+    c = np.float64(np.float32(spec.LOG2E))  # scale 1: c = log2(e) as the kernel gets it
+    y = np.float32(np.float64(k[0, 0, 1, 0].float()) * c)
     p2 = float(np.exp2(np.float64(y)))
     p2_r = float(torch.tensor(p2).to(dtype).double())
     rounded, unrounded = (1.0 - p2_r) / (1.0 + p2), (1.0 - p2) / (1.0 + p2)

@@ -86,6 +86,11 @@ def _mma(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.to(F64) @ b.to(F64)).to(F32)
 
 
+def _f32(x: float) -> float:
+    """A host constant as the kernel receives it: rounded to fp32."""
+    return float(torch.tensor(x, dtype=F32))
+
+
 def _round(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x.to(dtype).to(F32)
 
@@ -100,10 +105,10 @@ class _Mods:
                                                                               float]:
         """Spec forward steps 2-3 on a tile of fp32 scores: (x, c)."""
         if self.score_mod is None:
-            x, c = s, self.scale * spec.LOG2E
+            x, c = s, _f32(self.scale * spec.LOG2E)  # c: fp64 product rounded once
         else:
-            x = self.score_mod((s * self.scale).to(F32), *idx).to(F32)
-            c = spec.LOG2E
+            x = self.score_mod((s * _f32(self.scale)).to(F32), *idx).to(F32)
+            c = _f32(spec.LOG2E)
         if self.mask_mod is not None:
             live = torch.broadcast_to(self.mask_mod(*idx), x.shape)
             x = torch.where(live, x, torch.full_like(x, -math.inf))
@@ -203,7 +208,7 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
             dsr = _round(ds, dtype)
             dk[:, :, lo:hi] += _mma(dsr.transpose(-1, -2), qt)  # step 5
             dq[:, :, qlo:qhi] += _mma(dsr, k[:, :, lo:hi])
-    return (dq * mods.scale).to(F32), (dk * mods.scale).to(F32), dvv
+    return (dq * _f32(mods.scale)).to(F32), (dk * _f32(mods.scale)).to(F32), dvv
 
 
 def _mod_grad(mods: _Mods, s: torch.Tensor, idx: tuple[torch.Tensor, ...]) -> torch.Tensor:

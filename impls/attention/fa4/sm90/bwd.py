@@ -36,10 +36,12 @@ from impls.attention.fa4.sm90.common import (
     NEG_INF,
     Variant,
     acc_to_a_operand,
+    add_rn,
     apply_mods,
     ex2,
     fma_rn,
     kv_block_range,
+    mul_rn,
     q_block_range,
     rowcol,
     wg_gemm,
@@ -192,7 +194,7 @@ class BwdSm90:
                 ds = p * (dp_rc[r, j] - mDelta[qc, head, batch])
                 if cutlass.const_expr(var.score_mod == "softcap"):
                     t = x / softcap  # x = cap * tanh(u): d x / d u = 1 - tanh(u)^2
-                    ds = ds * (cutlass.Float32(1.0) - t * t)
+                    ds = ds * add_rn(cutlass.Float32(1.0), -mul_rn(t, t))
                 if x == NEG_INF:
                     ds = cutlass.Float32(0.0)
                 s_rc[r, j] = p

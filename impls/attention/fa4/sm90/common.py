@@ -72,15 +72,21 @@ def fma_rn(a, b, c, *, loc=None, ip=None) -> cutlass.Float32:
 
 
 @dsl_user_op
-def ex2(a, *, loc=None, ip=None) -> cutlass.Float32:
-    """Hardware exp2 (ex2.approx.f32, no flush-to-zero); sm90 uses it everywhere (spec fwd 5)."""
-    return _asm_f32("ex2.approx.f32 $0, $1;", a, loc=loc, ip=ip)
+def mul_rn(a, b, *, loc=None, ip=None) -> cutlass.Float32:
+    """fp32 a * b, rounded on its own (mul.rn is never contracted into an fma by ptxas)."""
+    return _asm_f32("mul.rn.f32 $0, $1, $2;", a, b, loc=loc, ip=ip)
 
 
 @dsl_user_op
-def lg2(a, *, loc=None, ip=None) -> cutlass.Float32:
-    """Hardware log2 (lg2.approx.f32) for lse (spec fwd 7)."""
-    return _asm_f32("lg2.approx.f32 $0, $1;", a, loc=loc, ip=ip)
+def add_rn(a, b, *, loc=None, ip=None) -> cutlass.Float32:
+    """fp32 a + b, rounded on its own (add.rn is never contracted into an fma by ptxas)."""
+    return _asm_f32("add.rn.f32 $0, $1, $2;", a, b, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def ex2(a, *, loc=None, ip=None) -> cutlass.Float32:
+    """Hardware exp2 (ex2.approx.f32, no flush-to-zero); sm90 uses it everywhere (spec fwd 5)."""
+    return _asm_f32("ex2.approx.f32 $0, $1;", a, loc=loc, ip=ip)
 
 
 @dsl_user_op
@@ -181,11 +187,12 @@ def apply_mods(
                 kv = kv0 + c_rc[r, j][0]
             x = s_rc[r, j]
             if cutlass.const_expr(variant.score_mod != "none"):
-                x = x * scale
+                # each fp32 operation rounded on its own, as the catalogue's torch code
+                x = mul_rn(x, scale)
                 if cutlass.const_expr(variant.score_mod == "softcap"):
-                    x = softcap * tanh_approx(x / softcap)
-                else:  # alibi: score + slope[h] * (kv - q - off), all fp32
-                    x = x + slope * cutlass.Float32(kv - q - off)
+                    x = mul_rn(softcap, tanh_approx(x / softcap))
+                else:  # alibi: score + slope[h] * (kv - q - off)
+                    x = add_rn(x, mul_rn(slope, cutlass.Float32(kv - q - off)))
             live = (kv < seqlen_k) & (q < seqlen_q)
             if cutlass.const_expr(variant.mask in ("causal", "sliding_window")):
                 live = live & (q + off >= kv)

@@ -30,11 +30,12 @@ from impls.attention.fa4.sm90.common import (
     NEG_INF,
     Variant,
     acc_to_a_operand,
+    add_rn,
     apply_mods,
     ex2,
     fma_rn,
     kv_block_range,
-    lg2,
+    mul_rn,
     quad_max,
     quad_sum,
     rowcol,
@@ -301,13 +302,14 @@ class FwdSm90:
             row_a[r] = alpha
             mc = cutlass.Float32(0.0)  # spec fwd 5
             if row_m[r] != NEG_INF:
-                mc = row_m[r] * c
+                mc = mul_rn(row_m[r], c)
             s = cutlass.Float32(0.0)
             for j in cutlass.range_constexpr(cute.size(s_rc, mode=[1])):
                 p = ex2(fma_rn(s_rc[r, j], c, -mc))
                 s_rc[r, j] = p
                 s = s + p
-            row_l[r] = row_l[r] * alpha + s  # spec fwd 4 and 6 (per-lane partial sums)
+            # spec fwd 4 then 6: l *= alpha, l += sum (two roundings; per-lane partial sums)
+            row_l[r] = add_rn(mul_rn(row_l[r], alpha), s)
 
     @cute.jit
     def epilogue(self, acc_o: cute.Tensor, o_rc: cute.Tensor, tOgO: cute.Tensor,
@@ -325,8 +327,10 @@ class FwdSm90:
                 inv = cutlass.Float32(1.0) / l_full
                 mc = cutlass.Float32(0.0)
                 if row_m[r] != NEG_INF:
-                    mc = row_m[r] * c
-                lse_r[r] = (mc + lg2(l_full)) * cutlass.Float32(math.log(2.0))
+                    mc = mul_rn(row_m[r], c)
+                # accurate fp32 log2 (not lg2.approx), as the numerics model
+                lg = cute.math.log2(l_full, fastmath=False)
+                lse_r[r] = mul_rn(add_rn(mc, lg), cutlass.Float32(math.log(2.0)))
             for j in cutlass.range_constexpr(cute.size(o_rc, mode=[1])):
                 o_rc[r, j] = o_rc[r, j] * inv
         out = cute.make_rmem_tensor_like(acc_o, self.dtype)

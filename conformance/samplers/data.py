@@ -89,7 +89,7 @@ SPECS = {s.name: s for s in [
     ),
     SamplerSpec(
         "sampler.random", "random_", (3.0, 103.0), 400_000,
-        others=((0.0, 2.0), (0.0, 50.0)),
+        others=((0.0, 2.0), (0.0, 50.0), (-20.0, 7.0)),
         invalid=(((5.0, 5.0), r"from.*to"), ((5.0, 2.0), r"from.*to")),
     ),
 ]}

@@ -61,6 +61,8 @@ IMPLS: dict[str, tuple[str, str]] = {
     "flex.flash": ("impls.attention.flex:flex_flash", "causal_br"),
     "fa4.flash_attn_func": ("impls.attention.fa4_peer:flash_attn_func", "causal_br"),
     "triton_fa": ("impls.attention.triton_fa:triton_attention", "causal_br"),
+    "fa4.sm90": ("impls.attention.fa4.sm90.api:fa4_sm90", "causal_br"),
+    "fa4.sm100": ("impls.attention.fa4.sm100.api:fa4_sm100", "causal_br"),
 }
 DEFAULT_IMPLS = ["sdpa.flash", "sdpa.efficient", "sdpa.cudnn", "flex.compiled", "flex.flash",
                  "fa4.flash_attn_func"]

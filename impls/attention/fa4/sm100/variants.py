@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import itertools
 import json
 import os
@@ -84,20 +85,24 @@ def fake_args(name: str) -> tuple[Any, ...]:
 
 @contextlib.contextmanager
 def _stderr_fd() -> Iterator[list[str]]:
-    """Capture file descriptor 2 (ptxas -v output is written by native code)."""
+    """Capture file descriptor 2 and sys.stderr (ptxas -v output comes through either; pytest
+    swaps sys.stderr for its own object)."""
     out: list[str] = []
     sys.stderr.flush()
     saved = os.dup(2)
+    py_err = io.StringIO()
     with tempfile.TemporaryFile() as tmp:
         os.dup2(tmp.fileno(), 2)
         try:
-            yield out
+            with contextlib.redirect_stderr(py_err):
+                yield out
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
             tmp.seek(0)
             out.append(tmp.read().decode("utf-8", "replace"))
+            out.append(py_err.getvalue())
 
 
 def compile_variant(name: str, arch: str = "sm_100a") -> dict[str, Any]:

@@ -11,13 +11,15 @@ Written against the CuTe DSL runtime API but never run here (no GPU in this proj
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from impls.attention.dense import kind
 from impls.attention.fa4 import spec
-from impls.attention.fa4.sm90.common import Variant, exponent_scale
+
+if TYPE_CHECKING:  # common.py imports cutlass: only where a kernel is compiled or launched
+    from impls.attention.fa4.sm90.common import Variant
 
 _DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 _CACHE: dict[tuple[str, str], Any] = {}
@@ -106,6 +108,9 @@ def _run(kernel: str, variant: Variant, args: tuple[Any, ...]) -> None:
 
 def _scalars(scale: float, variant: Variant, params: dict[str, Any]) -> tuple[Any, ...]:
     import cutlass
+
+    from impls.attention.fa4.sm90.common import exponent_scale
+
     c = exponent_scale(scale, variant.score_mod)  # spec fwd 2
     return (cutlass.Float32(scale), cutlass.Float32(c), cutlass.Int32(params["window"]),
             cutlass.Float32(params["softcap"]))
@@ -167,6 +172,8 @@ def fa4_sm90(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=Fa
              return_lse=False):
     _check(q, k, v, enable_gqa)
     mask, mod, params = _recognise(q, k, score_mod, block_mask)
+    from impls.attention.fa4.sm90.common import Variant
+
     variant = Variant(_DTYPES[q.dtype], q.shape[-1], mask, mod)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()

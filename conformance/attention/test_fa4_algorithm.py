@@ -20,9 +20,19 @@ import pytest
 import torch
 
 from conformance.compare import Measurement
+from conformance.outcomes import unsupported
 from impls.attention.fa4 import spec
 
 pytestmark = [pytest.mark.area("attention"), pytest.mark.needs("fa4_algorithm")]
+
+
+@pytest.fixture(autouse=True)
+def _declares_the_model_interface(impl):
+    """Only objects that name "fa4_algorithm" explicitly have config/trace/exp2 (an
+    implementation without a feature list claims every feature, not this interface)."""
+    if impl.caps.features is None or "fa4_algorithm" not in impl.caps.features:
+        unsupported(f"implementation {impl.name} is not an FA4 algorithm model "
+                    "(does not declare 'fa4_algorithm')")
 
 ULP32 = 2.0**-24
 

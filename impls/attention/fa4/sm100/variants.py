@@ -9,19 +9,17 @@ writes docs/results/fa4-sm100-compile.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import itertools
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from impls.attention.fa4 import ptxas_log
 
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
@@ -31,8 +29,6 @@ VARIANTS: list[str] = [f"{dt}-d{d}-{m}-{s}" for dt, d, m, s in
                        itertools.product(DTYPES, HEAD_DIMS, MASKS, SCORE_MODS)]
 # remarks{ptx}: ptxas -v on stderr; artefacts go to a temporary --dump-dir, not the cwd
 OPTIONS = "--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {dump} remarks{{ptx}}"
-_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
-_REGS = re.compile(r"Used (\d+) registers")
 
 
 def parse(name: str) -> tuple[str, int, str, str]:
@@ -83,28 +79,6 @@ def fake_args(name: str) -> tuple[Any, ...]:
             make_fake_stream())
 
 
-@contextlib.contextmanager
-def _stderr_fd() -> Iterator[list[str]]:
-    """Capture file descriptor 2 and sys.stderr (ptxas -v output comes through either; pytest
-    swaps sys.stderr for its own object)."""
-    out: list[str] = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    py_err = io.StringIO()
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            with contextlib.redirect_stderr(py_err):
-                yield out
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            out.append(tmp.read().decode("utf-8", "replace"))
-            out.append(py_err.getvalue())
-
-
 def compile_variant(name: str, arch: str = "sm_100a") -> dict[str, Any]:
     """Compile one variant; resources from the cubin (cubin_info) and ptxas -v where printed.
     Unavailable numbers are "n/a", never guessed."""
@@ -114,13 +88,13 @@ def compile_variant(name: str, arch: str = "sm_100a") -> dict[str, Any]:
 
     kernel = make_kernel(name)
     args = fake_args(name)
-    with tempfile.TemporaryDirectory() as dump, _stderr_fd() as err:
+    with tempfile.TemporaryDirectory() as dump, ptxas_log.capture_stderr() as err:
         start = time.perf_counter()
         compiled = cute.compile(kernel, *args, options=OPTIONS.format(arch=arch, dump=dump))
         seconds = time.perf_counter() - start
         cubin = compiled.__cubin__
     log = "".join(err)
-    spills = [tuple(map(int, m)) for m in _SPILLS.findall(log)]
+    spills = ptxas_log.spills(log)
     kernels = cubin_info.kernel_resources(cubin)
     main = max(kernels.values(), key=lambda k: k.get("registers") or 0) if kernels else {}
     static_smem = main.get("static_shared_bytes") or 0
@@ -135,7 +109,7 @@ def compile_variant(name: str, arch: str = "sm_100a") -> dict[str, Any]:
         "shared_memory_bytes": "n/a" if dyn_smem is None else static_smem + dyn_smem,
         "spill_stores": sum(s[0] for s in spills) if spills else known(main.get("spill_stores")),
         "spill_loads": sum(s[1] for s in spills) if spills else known(main.get("spill_loads")),
-        "ptxas_registers": max(map(int, _REGS.findall(log)), default="n/a"),
+        "ptxas_registers": max(ptxas_log.registers(log), default="n/a"),
     }
 
 

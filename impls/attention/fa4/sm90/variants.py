@@ -7,18 +7,15 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import itertools
 import os
-import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from impls.attention.fa4 import ptxas_log
 from impls.attention.fa4.sm90.common import MASKS, SCORE_MODS, Variant
 
 VARIANTS: list[Variant] = [
@@ -31,29 +28,6 @@ KERNELS = ("fwd", "bwd")
 # remarks{{ptx}} makes the DSL print ptxas -v ("N bytes spill stores, ...") on stderr; the kept
 # artefacts go to a temporary --dump-dir, not the working directory.
 COMPILE_OPTIONS = "--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {dump} remarks{{ptx}}"
-_PTXAS_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
-_PTXAS_REGS = re.compile(r"Used (\d+) registers")
-
-
-@contextlib.contextmanager
-def _capture_stderr() -> Iterator[list[str]]:
-    """Capture stderr at the fd level and sys.stderr (pytest swaps it for its own object)."""
-    out: list[str] = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    py_err = io.StringIO()
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            with contextlib.redirect_stderr(py_err):
-                yield out
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            out.append(tmp.read().decode("utf-8", "replace"))
-            out.append(py_err.getvalue())
 
 
 def fake_args(variant: Variant, kernel: str = "fwd") -> tuple[Any, ...]:
@@ -108,14 +82,14 @@ def compile_variant(name: str, arch: str = "sm_90a", kernel: str = "fwd",
     obj = make_kernel(variant, kernel)
     args = fake_args(variant, kernel)
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as dump, _capture_stderr() as err:
+    with tempfile.TemporaryDirectory() as dump, ptxas_log.capture_stderr() as err:
         compiled = cute.compile(obj, *args, options=COMPILE_OPTIONS.format(arch=arch, dump=dump))
         seconds = time.perf_counter() - start
         cubin = compiled.__cubin__  # read while the dump directory exists
         ptx = compiled.__ptx__ if return_compiled else None
     ptxas = "".join(err)
-    spills = [tuple(map(int, m)) for m in _PTXAS_SPILLS.findall(ptxas)]
-    ptxas_regs = [int(m) for m in _PTXAS_REGS.findall(ptxas)]
+    spills = ptxas_log.spills(ptxas)
+    ptxas_regs = ptxas_log.registers(ptxas)
     kernels = cubin_info.kernel_resources(cubin)
     main = max(kernels.values(), key=lambda k: k["registers"]) if kernels else {}
     result: dict[str, Any] = {

@@ -16,10 +16,9 @@ from typing import Any
 
 import torch
 
-from impls.attention.dense import kind
+from impls.attention.fa4.catalogue_map import recognise
 
 _CACHE: dict[str, Any] = {}
-_MASKS = {"causal_br": "causal", "sliding_window": "sliding_window", "document": "document"}
 
 
 def _variant(q: torch.Tensor, k: torch.Tensor, score_mod: Any, block_mask: Any) -> tuple[str, dict]:
@@ -29,31 +28,7 @@ def _variant(q: torch.Tensor, k: torch.Tensor, score_mod: Any, block_mask: Any) 
     d = q.shape[-1]
     if d not in (64, 128):
         raise NotImplementedError(f"fa4_sm100 supports head dims 64 and 128, not {d}")
-    params: dict[str, Any] = {}
-    mask_fn = getattr(block_mask, "mask_mod", None) if block_mask is not None else None
-    mk = kind(mask_fn)
-    if mask_fn is None:
-        mask = "none"
-    elif mk == "causal_tl" and q.shape[-2] == k.shape[-2]:
-        mask = "causal"  # top-left and bottom-right alignment coincide when Sq == Sk
-    elif mk in _MASKS:
-        mask = _MASKS[mk]
-        if mask == "sliding_window":
-            params["window"] = int(mask_fn.conformance_params["window"])
-        if mask == "document":
-            params["doc_q"] = mask_fn.conformance_params["doc_q"]
-            params["doc_kv"] = mask_fn.conformance_params["doc_kv"]
-    else:
-        raise NotImplementedError(f"fa4_sm100 cannot express mask {mk or mask_fn!r}")
-    sk = kind(score_mod)
-    if score_mod is None:
-        mod = "none"
-    elif sk == "softcap":
-        mod, params["cap"] = "softcap", float(score_mod.conformance_params["cap"])
-    elif sk == "alibi":
-        mod, params["slopes"] = "alibi", score_mod.conformance_params["slopes"]
-    else:
-        raise NotImplementedError(f"fa4_sm100 cannot express score_mod {sk or score_mod!r}")
+    mask, mod, params = recognise(q, k, score_mod, block_mask, "fa4_sm100")
     dt = "float16" if q.dtype == torch.float16 else "bfloat16"
     return f"{dt}-d{d}-{mask}-{mod}", params
 
@@ -120,12 +95,9 @@ def launch_args(name: str, params: dict, q: torch.Tensor, k: torch.Tensor, v: to
     from impls.attention.fa4.sm100.fwd import exp_scale_for  # imports cutlass: keep lazy
 
     dev = q.device
-    slopes = (torch.as_tensor(params["slopes"], dtype=torch.float32, device=dev).contiguous()
-              if "slopes" in params else None)
-    doc_q = doc_kv = None
-    if "doc_q" in params:
-        doc_q = torch.as_tensor(params["doc_q"], dtype=torch.int32, device=dev).contiguous()
-        doc_kv = torch.as_tensor(params["doc_kv"], dtype=torch.int32, device=dev).contiguous()
+    slopes = params["alibi"].to(dev).contiguous() if params["alibi"] is not None else None
+    doc_q = params["doc_q"].to(dev).contiguous() if params["doc_q"] is not None else None
+    doc_kv = params["doc_kv"].to(dev).contiguous() if params["doc_kv"] is not None else None
     q, k, v = _ready(q.detach()), _ready(k.detach()), _ready(v.detach())
     stream = (cuda.CUstream(torch.cuda.current_stream(dev).cuda_stream) if dev.type == "cuda"
               else cuda.CUstream(0))
@@ -133,8 +105,8 @@ def launch_args(name: str, params: dict, q: torch.Tensor, k: torch.Tensor, v: to
     return name, (_dyn(q), _dyn(k), _dyn(v), _dyn(out), _dyn(lse), _dyn(slopes), _dyn(doc_q),
                   _dyn(doc_kv), cutlass.Float32(scale),
                   cutlass.Float32(exp_scale_for(mod, scale)),
-                  cutlass.Float32(params.get("cap", 1.0)),
-                  cutlass.Int32(params.get("window", 1)), stream)
+                  cutlass.Float32(params["softcap"]),
+                  cutlass.Int32(params["window"]), stream)
 
 
 fa4_sm100.conformance_name = "fa4.sm100"

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from impls.attention.dense import kind
 from impls.attention.fa4 import spec
+from impls.attention.fa4.catalogue_map import recognise
 
 if TYPE_CHECKING:  # common.py imports cutlass: only where a kernel is compiled or launched
     from impls.attention.fa4.sm90.common import Variant
@@ -28,40 +28,7 @@ _CACHE: dict[tuple[str, str], Any] = {}
 def _recognise(q: torch.Tensor, k: torch.Tensor, score_mod: Any,
                block_mask: Any) -> tuple[str, str, dict[str, Any]]:
     """(mask, score_mod, runtime parameters) or NotImplementedError."""
-    sq, sk, hq = q.shape[2], k.shape[2], q.shape[1]
-    params: dict[str, Any] = {"window": 1, "softcap": 1.0, "alibi": None, "doc_q": None,
-                              "doc_kv": None}
-    mask_fn = block_mask.mask_mod if block_mask is not None else None
-    mask_kind = kind(mask_fn)
-    if mask_fn is None:
-        mask = "none"
-    elif mask_kind == "causal_br" or (mask_kind == "causal_tl" and sq == sk):
-        mask = "causal"
-    elif mask_kind == "sliding_window":
-        mask, params["window"] = "sliding_window", int(mask_fn.conformance_params["window"])
-    elif mask_kind == "document":
-        p = mask_fn.conformance_params
-        mask = "document"
-        params["doc_q"] = torch.as_tensor(p["doc_q"], dtype=torch.int32, device=q.device)
-        params["doc_kv"] = torch.as_tensor(p["doc_kv"], dtype=torch.int32, device=q.device)
-        if params["doc_q"].shape != (sq,) or params["doc_kv"].shape != (sk,):
-            raise NotImplementedError("document ids must be one per position (batch-shared)")
-    else:
-        raise NotImplementedError(f"fa4_sm90 cannot express mask {mask_kind or mask_fn!r}")
-    mod_kind = kind(score_mod)
-    if score_mod is None:
-        mod = "none"
-    elif mod_kind == "softcap":
-        mod, params["softcap"] = "softcap", float(score_mod.conformance_params["cap"])
-    elif mod_kind == "alibi":
-        mod = "alibi"
-        slopes = torch.as_tensor(score_mod.conformance_params["slopes"], dtype=torch.float32)
-        if slopes.shape != (hq,):
-            raise NotImplementedError("alibi slopes must be one per query head")
-        params["alibi"] = slopes.to(q.device)
-    else:
-        raise NotImplementedError(f"fa4_sm90 cannot express score_mod {mod_kind or score_mod!r}")
-    return mask, mod, params
+    return recognise(q, k, score_mod, block_mask, "fa4_sm90")
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool) -> None:

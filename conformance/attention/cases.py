@@ -7,6 +7,7 @@ implementation must declare to be tested on it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -111,6 +112,20 @@ class AttnCase:
                 "D": self.d, "Dv": self.dv, "dtype": dtype_name(self.dtype),
                 "mask": self.mask or "none", "score_mod": self.score_mod or "none",
                 "scale": self.scale, "seed": self.seed}
+
+
+def growing_scores(case: AttnCase, growth: float) -> tuple[torch.Tensor, ...]:
+    """Inputs whose scores s' = scale q.k carry a ramp of ``growth`` log2 units per 128
+    keys on top of N(0, 1) noise: increasing along the row in head 0, decreasing in head 1,
+    so that a kernel visiting kv tiles in either order sees its running max keep growing."""
+    q, k, v, _ = case.inputs()
+    scale = 1.0 / math.sqrt(case.d)
+    ramp = growth * math.log(2.0) * torch.arange(case.sk, dtype=torch.float64) / 128
+    q, k = q.clone(), k.clone()
+    q[..., 0] = 0.0
+    q[:, 0, :, 0], q[:, 1, :, 0] = 1.0, -1.0
+    k[..., 0] = (ramp / scale).to(case.dtype).to(k.device)
+    return q, k, v
 
 
 def index_grid(batch: int, heads: int, sq: int, sk: int) -> tuple[torch.Tensor, ...]:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from conformance.attention.cases import AttnCase
+from conformance.attention.cases import AttnCase, growing_scores
 from conformance.attention.checks import (
     block_mask_for,
     call_impl,
@@ -135,20 +135,6 @@ def test_block_mask_is_honoured(impl, dtype, device, record):
     record.require(Measurement(
         "rows 0..31 are convex combinations of V rows 0..31", first,
         visible * (1 + 4 * _eps(dtype)), "a value near 1e3 means masked keys leaked in"))
-
-
-def growing_scores(case: AttnCase, growth: float) -> tuple[torch.Tensor, ...]:
-    """Inputs whose scores s' = scale q.k carry a ramp of ``growth`` log2 units per 128
-    keys on top of N(0, 1) noise: increasing along the row in head 0, decreasing in head 1,
-    so that a kernel visiting kv tiles in either order sees its running max keep growing."""
-    q, k, v, _ = case.inputs()
-    scale = 1.0 / math.sqrt(case.d)
-    ramp = growth * math.log(2.0) * torch.arange(case.sk, dtype=torch.float64) / 128
-    q, k = q.clone(), k.clone()
-    q[..., 0] = 0.0
-    q[:, 0, :, 0], q[:, 1, :, 0] = 1.0, -1.0
-    k[..., 0] = (ramp / scale).to(case.dtype).to(k.device)
-    return q, k, v
 
 
 @pytest.mark.parametrize("growth", [2.0, 7.9, 8.1, 16.0], ids=lambda g: f"g{g:g}")

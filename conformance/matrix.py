@@ -18,6 +18,8 @@ import jsonschema
 import yaml
 
 from conformance.errors import ConfigError
+from conformance.expectations import Expectation
+from conformance.versions import describe, gate_holds, parse_gate
 
 DEFAULT_MATRIX = Path(__file__).with_name("device_matrix.yaml")
 SCHEMA_VERSION = 1
@@ -67,6 +69,8 @@ class Rule:
     impls: tuple[str, ...] = ()  # capability rules: implementation names (wildcards)
     features: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
+    versions: tuple[tuple[str, str], ...] = ()  # ((distribution, PEP 440 specifier), ...)
+    expect: Expectation | None = None  # expected failures: the failure that must happen
 
     @property
     def is_capability_rule(self) -> bool:
@@ -77,9 +81,23 @@ class Rule:
         return any(fnmatch.fnmatchcase(name, _literal_brackets(p)) for p in self.impls)
 
     def selects_device(self, device: str, tags: frozenset[str]) -> bool:
+        """Device, capability tags and package versions all select this run."""
+        return self.why_not(device, tags) is None
+
+    def why_not(self, device: str, tags: frozenset[str]) -> str | None:
+        """Why the entry does not apply to this run (None if it does)."""
         if self.devices is not None and device not in self.devices:
-            return False
-        return self.when <= tags and not (self.unless & tags)
+            return f"device {device} is not in {sorted(self.devices)}"
+        if not self.when <= tags:
+            return f"tags {sorted(self.when - tags)} are absent"
+        if self.unless & tags:
+            return f"tags {sorted(self.unless & tags)} are present"
+        holds, why = gate_holds(self.versions)
+        return None if holds else why
+
+    @property
+    def gate(self) -> str:
+        return describe(self.versions)
 
     @property
     def label(self) -> str:
@@ -133,7 +151,7 @@ def _schema_error(path: Path, data: Any) -> str | None:
     return f"{path}: {_key_path(error.absolute_path)}: {message}"
 
 
-def _rules(data: dict[str, Any]) -> tuple[Rule, ...]:
+def _rules(path: Path, data: dict[str, Any]) -> tuple[Rule, ...]:
     out: list[Rule] = []
     for key, kind in (
         ("tolerances", "tolerance"),
@@ -142,6 +160,9 @@ def _rules(data: dict[str, Any]) -> tuple[Rule, ...]:
     ):
         for i, entry in enumerate(data.get(key) or []):
             match = entry.get("match", ())
+            where = f"{path}: {key}[{i}]"
+            versions = parse_gate(f"{where}.versions", entry.get("versions") or {})
+            expect = entry.get("expect")
             out.append(
                 Rule(
                     kind=kind,
@@ -158,6 +179,8 @@ def _rules(data: dict[str, Any]) -> tuple[Rule, ...]:
                     impls=tuple(entry.get("impls", ())),
                     features=tuple(entry.get("features", ())),
                     dtypes=tuple(entry.get("dtypes", ())),
+                    versions=versions,
+                    expect=Expectation.parse(f"{where}.expect", expect) if expect else None,
                 )
             )
     return tuple(out)
@@ -198,7 +221,7 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
         devices[name] = DeviceSpec(
             name, frozenset(d["dtypes"]), frozenset(d["areas"]), d.get("description", "")
         )
-    rules = _rules(data)
+    rules = _rules(path, data)
     for rule in rules:
         if rule.area not in areas:
             raise ConfigError(

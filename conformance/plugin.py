@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from conformance.deps import PROBED_TAGS
 from conformance.errors import ConfigError
+from conformance.expectations import observe, wrong_reason
 from conformance.outcomes import SKIPPED_TAG, UNSUPPORTED_TAG
 from conformance.profiles import apply_profile
 from conformance.record import Record, reproduce_command
@@ -22,17 +24,22 @@ from conformance.report import (
     META_KEY,
     OUTCOMES,
     RECORD_KEY,
+    WRONG_REASON_KEY,
     Collector,
     build_report,
     write_report,
 )
 from conformance.runstate import PROFILES, RunState
+from conformance.versions import installed_version
+
+HEADER_VERSIONS = ("torch", "triton", "numpy", "scipy")
 
 STATE = pytest.StashKey[RunState]()
 COLLECTOR = pytest.StashKey[Collector]()
 ITEM_META = pytest.StashKey[dict]()
 ITEM_TOLERANCE = pytest.StashKey[tuple]()
 ITEM_RECORD = pytest.StashKey[Record]()
+ITEM_EXPECT = pytest.StashKey[list]()
 
 
 class MatrixWarning(UserWarning):
@@ -96,6 +103,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"torch-conformance: profile {state.profile}, seed {state.seed} "
         f"(reproduce with --seed={state.seed}), matrix {state.matrix.path}",
         f"torch-conformance: implementations: {impls}",
+        "torch-conformance: versions: " + ", ".join(
+            f"{d} {installed_version(d) or '(not installed)'}" for d in HEADER_VERSIONS),
+        *(f"torch-conformance: {tag} absent: {why}"
+          for tag, why in sorted(state.device.absent.items()) if tag in PROBED_TAGS),
     ]
 
 
@@ -160,8 +171,11 @@ def _missing_reason(item: pytest.Item, state: RunState) -> str | None:
     if isinstance(impl, Impl):
         missing = impl.caps.missing_requirements(state.device.tags)
         if missing:
-            return (f"implementation {impl.name} requires {', '.join(missing)} "
-                    f"(not present: tags here are {', '.join(sorted(state.device.tags))})")
+            why = [state.device.absent[t] for r in missing for t in r.split("|")
+                   if t in state.device.absent]
+            detail = "; ".join(dict.fromkeys(why)) or (
+                f"not present: tags here are {', '.join(sorted(state.device.tags))}")
+            return f"implementation {impl.name} requires {', '.join(missing)} ({detail})"
     return None
 
 
@@ -193,10 +207,12 @@ def pytest_collection_modifyitems(
         meta["reproduce"] = reproduce_command(item.nodeid, state.repro_args(meta["impl_spec"]))
         item.stash[ITEM_META] = meta
         collected_ids.setdefault(area, []).append(item.nodeid)
+        meta["matrix_entries"] = applied = []  # labels of the entries that decided the case
         reason = _unsupported_reason(item, state, meta)
         rules = state.matrix.applicable("unsupported", item.nodeid, area, key, tags)
         if reason is None and rules:
             reason = f"matrix {rules[0].label}: {rules[0].reason}"
+            applied.append(rules[0].label)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=f"{UNSUPPORTED_TAG} {reason}"))
             continue
@@ -204,11 +220,16 @@ def pytest_collection_modifyitems(
         if missing is not None:
             item.add_marker(pytest.mark.skip(reason=f"{SKIPPED_TAG} {missing}"))
             continue
-        for rule in state.matrix.applicable("expected_failure", item.nodeid, area, key, tags):
-            item.add_marker(pytest.mark.xfail(
-                reason=f"matrix {rule.label}: {rule.reason} ({rule.link})", strict=rule.strict))
+        xfails = state.matrix.applicable("expected_failure", item.nodeid, area, key, tags)
+        if xfails:
+            applied.extend(r.label for r in xfails)
+            reason = "; ".join(f"matrix {r.label}: {r.reason} ({r.link})" for r in xfails)
+            item.add_marker(pytest.mark.xfail(reason=reason,
+                                              strict=any(r.strict for r in xfails)))
+            item.stash[ITEM_EXPECT] = [(r.label, r.expect) for r in xfails if r.expect]
         loosen = state.matrix.applicable("tolerance", item.nodeid, area, key, tags)
         if loosen:
+            applied.extend(r.label for r in loosen)
             factor = max(r.factor for r in loosen)
             item.stash[ITEM_TOLERANCE] = (factor, tuple(f"{r.label}: {r.reason}" for r in loosen))
     _warn_unmatched(state, collected_ids)
@@ -274,13 +295,31 @@ def rng(request: pytest.FixtureRequest, conformance_state: RunState) -> np.rando
     return np.random.default_rng([conformance_state.seed, salt])
 
 
-@pytest.hookimpl(hookwrapper=True)
+def _judge_expected_failure(item: pytest.Item, call: pytest.CallInfo,
+                            report: pytest.TestReport) -> None:
+    """An xfail that failed in another way than its matrix entry states is a failure."""
+    expected = item.stash.get(ITEM_EXPECT, None)
+    if not expected or report.when != "call" or call.excinfo is None:
+        return
+    if not (report.skipped and hasattr(report, "wasxfail")):
+        return
+    verdict = wrong_reason(expected, observe(call.excinfo.value))
+    if verdict is None:
+        return
+    report.outcome = "failed"
+    del report.wasxfail
+    report.longrepr = f"{verdict}\n\n{report.longreprtext}"
+    report.user_properties.append((WRONG_REASON_KEY, verdict))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: sees the xfail verdict
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     outcome = yield
     meta = item.stash.get(ITEM_META, None)
     if meta is None:
         return
     report = outcome.get_result()
+    _judge_expected_failure(item, call, report)
     report.user_properties.append((META_KEY, json.dumps(meta, default=str)))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:

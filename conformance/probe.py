@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from conformance.deps import probe_tags
 from conformance.errors import ConfigError
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps", "xpu")
@@ -35,6 +36,7 @@ class DeviceInfo:
     name: str
     tags: frozenset[str] = field(default_factory=frozenset)
     details: dict[str, Any] = field(default_factory=dict)
+    absent: dict[str, str] = field(default_factory=dict)  # probed tag -> why it is absent
 
 
 def _available(kind: str) -> bool:
@@ -87,8 +89,12 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _package_tags() -> set[str]:
-    return {tag for tag, mod in OPTIONAL_PACKAGES.items() if importlib.util.find_spec(mod)}
+def _package_tags() -> tuple[set[str], dict[str, str]]:
+    present = {tag for tag, mod in OPTIONAL_PACKAGES.items() if importlib.util.find_spec(mod)}
+    absent = {tag: f"package {mod} is not installed"
+              for tag, mod in OPTIONAL_PACKAGES.items() if tag not in present}
+    probed, failed = probe_tags()
+    return present | probed, {**absent, **failed}
 
 
 def resolve_device(requested: str) -> DeviceInfo:
@@ -103,7 +109,8 @@ def resolve_device(requested: str) -> DeviceInfo:
             f"--device={kind}: no {kind} device is available to this torch "
             f"{torch.__version__} build (use --device=auto or --device=cpu)"
         )
-    tags = {kind, *_package_tags()}
+    package_tags, absent = _package_tags()
+    tags = {kind, *package_tags}
     details: dict[str, Any] = {}
     blas = blas_info()
     if "BLAS_INFO" in blas:
@@ -138,7 +145,7 @@ def resolve_device(requested: str) -> DeviceInfo:
     torch_device = f"{kind}:{index}" if kind in ("cuda", "xpu") else kind
     if torch_device != kind:
         getattr(torch, kind).set_device(index)
-    return DeviceInfo(kind, matrix_key, torch_device, name, frozenset(tags), details)
+    return DeviceInfo(kind, matrix_key, torch_device, name, frozenset(tags), details, absent)
 
 
 def _dist_version(name: str) -> str | None:
@@ -190,6 +197,7 @@ def environment(info: DeviceInfo) -> dict[str, Any]:
             "torch_device": info.torch_device,
             "name": info.name,
             "tags": sorted(info.tags),
+            "absent_tags": dict(sorted(info.absent.items())),
             **info.details,
         },
         "torch": torch.__version__,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.compare import Measurement
+from conformance.expectations import CheckFailure
 
 
 def _jsonable(value: Any) -> Any:
@@ -56,7 +57,8 @@ class CheckSummary:
 
 
 class Record:
-    """Collects the checks of one test; raises a uniform AssertionError on a failed check."""
+    """Collects the checks of one test; raises a uniform CheckFailure (an AssertionError)
+    on a failed check."""
 
     def __init__(
         self,
@@ -110,7 +112,7 @@ class Record:
         if not m.ok:
             summary.failures += 1
             self.failure = self.message(m)
-            raise AssertionError(self.failure)
+            raise CheckFailure(self.failure, m.name)
         return m
 
     def message(self, m: Measurement) -> str:

@@ -23,6 +23,7 @@ OUTCOMES = (
 )
 META_KEY = "conformance_meta"
 RECORD_KEY = "conformance_record"
+WRONG_REASON_KEY = "conformance_wrong_reason"
 
 
 def _skip_reason(report: Any) -> str:
@@ -52,7 +53,8 @@ def classify(report: Any) -> tuple[str, str] | None:
         if report.skipped and wasxfail is not None:
             return "expected-fail", str(wasxfail)
         if report.failed:
-            return "failed", _failure_text(report)
+            wrong = _user_property(report, WRONG_REASON_KEY)
+            return "failed", wrong or _failure_text(report)
     if report.skipped:
         if wasxfail is not None:
             return "expected-fail", str(wasxfail)
@@ -95,6 +97,7 @@ class Entry:
             "params": self.meta.get("params", {}),
             "outcome": self.outcome,
             "reason": self.reason,
+            "matrix_entries": self.meta.get("matrix_entries") or [],
             "worst_margin": max(margins) if margins else None,
             "duration_s": round(self.duration, 4),
             "worker": self.worker,
@@ -155,9 +158,20 @@ class Collector:
         return out
 
 
+def _count_entry_uses(entries: list[dict[str, Any]], results: list[Entry]) -> None:
+    """Set, per matrix entry, how many tests it decided (by label in the test's meta, or
+    for capability entries by the reason they gave)."""
+    for entry in entries:
+        label = entry["entry"]
+        entry["tests"] = sum(
+            1 for e in results
+            if label in (e.meta.get("matrix_entries") or ()) or f"matrix {label}:" in e.reason)
+
+
 def build_report(
     collector: Collector, environment: dict[str, Any], run: dict[str, Any]
 ) -> dict[str, Any]:
+    _count_entry_uses(run.get("matrix_entries", []), list(collector.entries.values()))
     return {
         "schema": "torch-conformance-report",
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -246,6 +260,16 @@ def render_markdown(report: dict[str, Any]) -> str:
                 lines.append(f"  - reproduce: `{r['reproduce']}`")
         if len(rows) > 200:
             lines.append(f"- ... and {len(rows) - 200} more (see report.json)")
+    entries = report["run"].get("matrix_entries") or []
+    if entries:
+        lines += ["", "## Matrix entries", "",
+                  "| entry | area | versions | applies here | tests | reason |",
+                  "|---|---|---|---|---|---|"]
+        for m in entries:
+            here = "yes" if m["applies"] else f"no: {m['why_not']}"
+            reason = m["reason"].replace("|", "\\|")
+            lines.append(f"| {m['entry']} | {m['area']} | {m['versions'] or '-'} | {here} "
+                         f"| {m.get('tests', '-')} | {reason} |")
     noted = [r for r in report["results"] if r["notes"]]
     if noted:
         lines += ["", "## Notes recorded by checks", ""]

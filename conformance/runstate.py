@@ -79,8 +79,20 @@ class RunState:
             args.append("--no-builtins")
         return args
 
+    def matrix_entries(self) -> list[dict[str, Any]]:
+        """Every matrix entry, whether it applies to this run and, if not, why not."""
+        out = []
+        for rule in self.matrix.rules:
+            why = rule.why_not(self.device.matrix_key, self.device.tags)
+            out.append({"entry": rule.label, "area": rule.area, "versions": rule.gate or None,
+                        "applies": why is None, "why_not": why, "reason": rule.reason,
+                        "link": rule.link,
+                        "expect": rule.expect.describe() if rule.expect else None})
+        return out
+
     def run_info(self) -> dict[str, Any]:
         return {
+            "matrix_entries": self.matrix_entries(),
             "command": self.command,
             "profile": self.profile,
             "seed": self.seed,

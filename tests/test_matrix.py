@@ -59,8 +59,33 @@ def test_top_level_matrix_is_the_shipped_one():
      "tolerances[0].factor", "less than the minimum of 1"),
     (_broken(tolerances=[{"area": "demo", "match": "*", "factor": 2}]),
      "tolerances[0]", "'reason' is a required property"),
-    (_broken(expected_failures=[{"area": "demo", "match": "*", "reason": "a known bug here"}]),
+    (_broken(expected_failures=[{"area": "demo", "match": "*", "reason": "a known bug here",
+                                 "expect": {"check": "*"}}]),
      "expected_failures[0]", "'link' is a required property"),
+    (_broken(expected_failures=[{"area": "demo", "match": "*", "reason": "a known bug here",
+                                 "link": "https://example.org/1"}]),
+     "expected_failures[0]", "'expect' is a required property"),
+    (_broken(expected_failures=[{"area": "demo", "match": "*", "reason": "a known bug here",
+                                 "link": "https://example.org/1",
+                                 "expect": {"check": "*", "raises": "TypeError"}}]),
+     "expected_failures[0].expect", "should not be valid"),
+    (_broken(expected_failures=[{"area": "demo", "match": "*", "reason": "a known bug here",
+                                 "link": "https://example.org/1",
+                                 "expect": {"raises": "TypeError", "message": "(unclosed"}}]),
+     "expected_failures[0].expect.message", "is not a regular expression"),
+    (_broken(expected_failures=[{"area": "demo", "match": "*", "reason": "a known bug here",
+                                 "link": "https://example.org/1", "expect": {"check": "*"},
+                                 "versions": {"torch": "<<2.13"}}]),
+     "expected_failures[0].versions.torch", "is not a PEP 440 version specifier"),
+    (_broken(tolerances=[{"area": "demo", "match": "*", "factor": 2, "reason": "a reason",
+                          "versions": {"torch": "2.11"}}]),
+     "tolerances[0].versions.torch", "is not a PEP 440 version specifier"),
+    (_broken(unsupported=[{"area": "demo", "match": "*", "reason": "a real reason",
+                           "versions": {"torch": 2.11}}]),
+     "unsupported[0].versions.torch", "is not of type 'string'"),
+    (_broken(unsupported=[{"area": "demo", "match": "*", "reason": "a real reason",
+                           "versions": {}}]),
+     "unsupported[0].versions", "should be non-empty"),
     (_broken(unsupported=[{"area": "other", "match": "*", "reason": "not for this area"}]),
      "unsupported[0].area", "unknown area 'other'"),
     (_broken(unsupported=[{"area": "demo", "match": "*", "reason": "a real reason", "x": 1}]),
@@ -95,7 +120,7 @@ def test_rule_selection(tmp_path):
     data = _broken(expected_failures=[{
         "area": "demo", "match": ["*::test_a[*float32*]"], "devices": ["cuda"],
         "when": ["sm90"], "unless": ["hip"], "reason": "a known bug here",
-        "link": "https://example.org/1"}])
+        "link": "https://example.org/1", "expect": {"check": "*"}}])
     matrix = load_matrix(_write(tmp_path, data))
     (rule,) = matrix.rules_of("expected_failure")
     node = "x/test_d.py::test_a[float32-impl]"
@@ -115,3 +140,32 @@ def test_broken_matrix_exits_4_with_one_line(suite, tmp_path):
     assert lines == [f"ERROR: {path}: devices.cpu.dtypes[0]: 'float17' is not one of "
                      "['bool', 'uint8', 'int8', 'int16', 'int32', 'int64', 'float16', "
                      "'bfloat16', 'float32', 'float64', 'complex64', 'complex128']"], lines
+
+
+def test_version_gates(tmp_path, monkeypatch):
+    """An entry applies only where every named distribution is installed at an admitted
+    version (PEP 440: local labels ignored, a pre-release of 2.13 is not < 2.13)."""
+    from conformance import versions
+
+    fake = {"torch": "2.11.0+cu130", "numpy": "2.4.6", "triton": "3.6.0"}
+    monkeypatch.setattr(versions, "installed_version", fake.get)
+    entry = {"area": "demo", "match": "*", "reason": "a known bug here",
+             "link": "https://example.org/1", "expect": {"check": "*"}}
+    cases = [({"torch": "<2.12"}, None), ({"torch": "==2.11.0"}, None),
+             ({"torch": ">=2.12"}, "torch 2.11.0+cu130 is outside >=2.12"),
+             ({"triton": "<3.7", "numpy": ">=2.4"}, None),
+             ({"triton": "<3.7", "numpy": "<2.4"}, "numpy 2.4.6 is outside <2.4"),
+             ({"executorch": ">=0"}, "executorch is not installed")]
+    data = _broken(expected_failures=[{**entry, "versions": v} for v, _ in cases])
+    rules = load_matrix(_write(tmp_path, data)).rules_of("expected_failure")
+    for rule, (_, why) in zip(rules, cases, strict=True):
+        got = rule.why_not("cpu", frozenset())
+        assert (got is None) if why is None else (got is not None and why in got), got
+        assert rule.applies("x::t", "demo", "cpu", frozenset()) is (why is None)
+    fake["torch"] = "2.13.0.dev20261101+cpu"
+    assert rules[0].why_not("cpu", frozenset()) == (
+        "torch 2.13.0.dev20261101+cpu is outside <2.12")
+    fake["torch"] = "2.12.0rc3"  # a release candidate of 2.12 already has 2.12's fixes
+    assert rules[0].why_not("cpu", frozenset()) == "torch 2.12.0rc3 is outside <2.12"
+    fake["torch"] = "2.11.1"
+    assert rules[0].why_not("cpu", frozenset()) is None

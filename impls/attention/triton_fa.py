@@ -191,7 +191,9 @@ def triton_attention(q, k, v, score_mod=None, block_mask=None, scale=None, enabl
 
 
 triton_attention.conformance_name = "triton_fa"
-triton_attention.conformance_requires = ["triton"]
+# Interpreted, the start-up probe must show that the interpreter works with this numpy
+# (conformance/deps.py: triton < 3.7 cannot run with numpy >= 2.4).
+triton_attention.conformance_requires = ["triton-interpreter" if INTERPRETED else "triton"]
 triton_attention.conformance_dtypes = ["float16", "bfloat16", "float32"]
 triton_attention.conformance_features = [
     *(f"mask.{m}" for m in MASK_MODS if m),

@@ -57,6 +57,14 @@ def ignores_sorted(x, k, dim=-1, largest=True, sorted=True):
     return values.flip(dim), idx.flip(dim)
 
 
+def crashes_on_nan(x, k, dim=-1, largest=True, sorted=True):
+    """Aborts on a NaN input (a kernel whose NaN path raises instead of ranking NaN first):
+    a crash, not a wrong value."""
+    if x.dtype.is_floating_point and bool(torch.isnan(x).any()):
+        raise RuntimeError("planted: selection kernel aborted on a NaN input")
+    return torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+
+
 for _fn in (nan_smallest, duplicate_index_on_ties, wrong_beyond_768, sign_of_zero_lost,
-            ignores_sorted):
+            ignores_sorted, crashes_on_nan):
     _fn.conformance_name = f"planted.{_fn.__name__}"

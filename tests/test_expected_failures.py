@@ -1,0 +1,92 @@
+"""Expected failures must fail for the stated reason; version-gated entries apply only on
+the versions they name; the report says which entries applied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import yaml
+
+from conformance.matrix import DEFAULT_MATRIX
+from tests.conftest import SUITE
+
+DEMO = Path(__file__).parent / "demo"
+WRONG = "expected-fail for the wrong reason"
+
+
+def _by_name(report):
+    return {r["nodeid"].split("::")[1].split("[")[0]: r for r in report["results"]}
+
+
+def test_expectations_and_version_gates_on_the_demo_area(suite):
+    run = suite(str(DEMO / "demo_expect.py"), "--device=cpu", "-n", "0",
+                f"--device-matrix={DEMO / 'demo_expect_matrix.yaml'}")
+    assert run.returncode == 1, run.output
+    got = _by_name(run.report)
+    outcomes = {name: r["outcome"] for name, r in got.items()}
+    assert outcomes == {
+        "test_value_as_expected": "expected-fail",
+        "test_crash_where_value_expected": "failed",
+        "test_other_check_fails": "failed",
+        "test_crash_as_expected": "expected-fail",
+        "test_crash_other_message": "failed",
+        "test_plain_assert_is_no_check": "failed",
+        "test_gated_applies": "expected-fail",
+        "test_gated_not_here": "failed",
+        "test_gated_missing_package": "failed",
+        "test_gated_tolerance": "passed",
+        "test_gated_unsupported": "unsupported",
+    }
+    reason = {name: r["reason"] for name, r in got.items()}
+    assert reason["test_crash_where_value_expected"] == (
+        f"{WRONG}: matrix expected_failures[0] expects a failing check 'twice*', "
+        "but it raised TypeError: planted crash in the implementation")
+    assert reason["test_other_check_fails"].endswith("but it check 'another check' failed")
+    assert "raised RuntimeError: something else" in reason["test_crash_other_message"]
+    assert "with a message matching '^device lost'" in reason["test_crash_other_message"]
+    assert "raised AssertionError" in reason["test_plain_assert_is_no_check"]
+    assert WRONG not in reason["test_gated_not_here"]  # the entry did not apply at all
+    assert f"{WRONG}: matrix expected_failures[0]" in run.stdout  # in the terminal too
+    entries = {e["entry"]: e for e in run.report["run"]["matrix_entries"]}
+    assert entries["expected_failures[2]"]["applies"] is True
+    assert entries["expected_failures[2]"]["versions"] == "numpy>=1, torch>=1.0"
+    assert entries["expected_failures[3]"]["applies"] is False
+    assert entries["expected_failures[3]"]["why_not"] == (
+        f"torch {torch.__version__} is outside <1.0")
+    assert "not installed" in entries["expected_failures[4]"]["why_not"]
+    assert entries["expected_failures[0]"]["tests"] == 4
+    assert entries["tolerances[0]"]["tests"] == 1 and entries["unsupported[0]"]["tests"] == 1
+    assert got["test_gated_applies"]["matrix_entries"] == ["expected_failures[2]"]
+    summary = (run.report_dir / "summary.md").read_text()
+    assert "## Matrix entries" in summary
+    assert f"| expected_failures[3] | demo | torch<1.0 | no: torch {torch.__version__} " \
+           "is outside <1.0 | 0 |" in summary
+
+
+def test_planted_crash_where_the_matrix_expects_a_wrong_value(suite, tmp_path):
+    """A TopK that crashes on NaN input, where the matrix expects a wrong value: a failure
+    ('for the wrong reason'); its twin that returns wrong values stays an expected failure."""
+    data = yaml.safe_load(DEFAULT_MATRIX.read_text())
+    data["expected_failures"] = [
+        {"area": "topk", "match": [f"*::test_special_values[planted.{name}-*"
+                                   for name in ("nan_smallest", "crashes_on_nan")],
+         "expect": {"check": "values equal the oracle's*"},
+         "reason": "a vendor's known NaN ordering bug", "link": "https://example.org/nan"}]
+    matrix = tmp_path / "vendor.yaml"
+    matrix.write_text(yaml.safe_dump(data))
+    run = suite(str(SUITE / "topk" / "test_topk.py"), "--device=cpu", "-n", "0",
+                f"--device-matrix={matrix}", "--no-builtins",
+                "--impl=topk=planted.topk_faults:nan_smallest",
+                "--impl=topk=planted.topk_faults:crashes_on_nan",
+                "-k", "test_special_values and float32 and (nan_first_last or nan_and_inf)")
+    assert run.returncode == 1, run.output[-3000:]
+    results = run.report["results"]
+    crash = [r for r in results if "crashes_on_nan" in r["nodeid"]]
+    twin = [r for r in results if "nan_smallest" in r["nodeid"]]
+    assert crash and all(r["outcome"] == "failed" for r in crash), crash
+    assert all(r["reason"].startswith(f"{WRONG}: matrix expected_failures[0] expects a "
+                                      "failing check \"values equal the oracle's*\", but it "
+                                      "raised RuntimeError: planted: selection kernel")
+               for r in crash), crash[0]["reason"]
+    assert twin and all(r["outcome"] == "expected-fail" for r in twin), twin

@@ -19,6 +19,12 @@ SUITE = Path(conformance.__file__).parent
 TESTS = Path(__file__).parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "kernel_compile: compiles every CuTe DSL kernel (no torch involved; CI runs "
+                   "these on the newest torch only)")
+
+
 @dataclass
 class SuiteRun:
     returncode: int

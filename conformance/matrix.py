@@ -129,6 +129,29 @@ class Matrix:
         return [r for r in self.rules_of(kind) if r.applies(nodeid, area, device, tags)]
 
 
+class _DuplicateKey(yaml.MarkedYAMLError):
+    """A mapping gives the same key twice (YAML would silently keep the last)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses duplicate mapping keys (still no Python tags)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let SafeLoader report it
+                break
+            if first is not None:
+                raise _DuplicateKey(
+                    problem=f"duplicate key {key!r} (first given on line {first.line + 1})",
+                    problem_mark=key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
 def _key_path(path: Any) -> str:
     out = ""
     for part in path:
@@ -194,11 +217,13 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the device matrix ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader: no Python tags
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if isinstance(exc, _DuplicateKey):
+            raise ConfigError(f"{path}: {where}{problem}") from None
         raise ConfigError(f"{path}: {where}not valid YAML ({problem})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: (top level): expected a mapping, got {type(data).__name__}")

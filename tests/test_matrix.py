@@ -169,3 +169,27 @@ def test_version_gates(tmp_path, monkeypatch):
     assert rules[0].why_not("cpu", frozenset()) == "torch 2.12.0rc3 is outside <2.12"
     fake["torch"] = "2.11.1"
     assert rules[0].why_not("cpu", frozenset()) is None
+
+
+@pytest.mark.parametrize("text,line,key", [
+    ("version: 1\nareas: {}\ndevices: {}\nversion: 1\n", 4, "version"),
+    ("version: 1\nareas:\n  topk: {description: a, dtypes: [float32], builtins: []}\n"
+     "  topk: {description: b, dtypes: [float32], builtins: []}\ndevices: {}\n", 4, "topk"),
+    ("version: 1\nareas: {}\ndevices:\n  cuda: {dtypes: [], areas: []}\n"
+     "  cpu: {dtypes: [], areas: []}\n  cuda: {dtypes: [float32], areas: []}\n", 6, "cuda"),
+    ("version: 1\nareas: {}\ndevices: {}\nunsupported:\n"
+     "  - {area: a, reason: r, reason: s}\n", 5, "reason"),
+])
+def test_duplicate_keys_are_rejected(tmp_path, text, line, key):
+    """YAML keeps only the last of two equal keys: a vendor's first entry would vanish."""
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_matrix(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: line {line}, column "), message
+    assert f"duplicate key {key!r} (first given on line " in message and "\n" not in message
+
+
+def test_strict_loader_is_still_safe(tmp_path):
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_matrix(_write(tmp_path, "version: !!python/object/apply:os.system ['true']\n"))

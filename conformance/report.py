@@ -37,7 +37,7 @@ def _failure_text(report: Any) -> str:
     text = getattr(report, "longreprtext", "") or str(report.longrepr or "")
     for line in text.splitlines():
         if line.startswith("E "):
-            return line[2:].strip()
+            return line[2:].strip().removeprefix("conformance.expectations.CheckFailure: ")
     return text.strip().splitlines()[-1] if text.strip() else "failed"
 
 

@@ -14,6 +14,7 @@ PLANTED = [
     ("topk", "topk_faults:wrong_beyond_768", "topk"),
     ("topk", "topk_faults:sign_of_zero_lost", "sign of zero included"),
     ("topk", "topk_faults:ignores_sorted", "in order"),
+    ("topk", "topk_faults:total_order_nans", "values equal the oracle"),
     ("gemm", "gemm_faults:fp16_accumulation", "accumulate float32"),
     ("gemm", "gemm_faults:ignores_strides", "forward-error bound"),
     ("gemm", "gemm_faults:drops_last_k", "forward-error bound"),

@@ -56,9 +56,43 @@ def make_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: torch.d
     return np.asarray(flat).reshape(shape)
 
 
+# NaN bit patterns per format: quiet and signalling, with the sign bit set (x86's 0/0 gives
+# the negative quiet NaN 0xFFC00000 in float32) and with payloads. Conversions from float64
+# canonicalise NaNs (bfloat16 loses the sign), so they are written as bits.
+NAN_BITS = {
+    torch.float16: [0xFE00, 0xFC01, 0xFFFF, 0x7C01, 0x7E2A],
+    torch.bfloat16: [0xFFC0, 0xFF81, 0xFFFF, 0x7F81, 0x7FD5],
+    torch.float32: [0xFFC00000, 0xFF800001, 0xFFFFFFFF, 0x7F800001, 0x7FC0BEEF],
+    torch.float64: [0xFFF8000000000000, 0xFFF0000000000001, 0xFFFFFFFFFFFFFFFF,
+                    0x7FF0000000000001, 0x7FF8DEADBEEF0000],
+}
+_INT_OF = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def nan_variants(dtype: torch.dtype) -> torch.Tensor:
+    """Every NaN pattern of NAN_BITS for ``dtype`` (CPU tensor of that dtype)."""
+    width = torch.finfo(dtype).bits
+    signed = [b - 2 ** width if b >= 2 ** (width - 1) else b for b in NAN_BITS[dtype]]
+    return torch.tensor(signed, dtype=_INT_OF[width // 8]).view(dtype)
+
+
+def diversify_nans(x: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    """Replace each NaN of a CPU floating tensor by a random pattern of NAN_BITS."""
+    if x.dtype not in NAN_BITS:
+        return x
+    where = torch.isnan(x)
+    count = int(where.sum())
+    if count:
+        variants = nan_variants(x.dtype)
+        x = x.clone()
+        x[where] = variants[torch.from_numpy(rng.integers(0, len(variants), count))]
+    return x
+
+
 def make_input(rng: np.random.Generator, shape: tuple[int, ...], dtype: torch.dtype,
                kind: str, device: torch.device) -> torch.Tensor:
     values = make_values(rng, shape, dtype, kind)
     if dtype.is_floating_point:
-        return torch.from_numpy(values.astype(np.float64)).to(dtype).to(device)
+        x = torch.from_numpy(values.astype(np.float64)).to(dtype)
+        return diversify_nans(x, rng).to(device)
     return torch.from_numpy(values.astype(np.int64)).to(dtype).to(device)

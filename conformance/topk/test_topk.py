@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conformance.strategies import seeds, shapes
 from conformance.tensors import LAYOUTS, relayout
 from conformance.topk.checks import check_topk
-from conformance.topk.data import KINDS, MULTIBLOCK_SWEEP, ROCM_SWEEP, make_input
+from conformance.topk.data import KINDS, MULTIBLOCK_SWEEP, ROCM_SWEEP, make_input, nan_variants
 
 pytestmark = pytest.mark.area("topk")
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -61,12 +61,37 @@ SPECIAL_ROWS = {
 }
 
 
+# Rows with NaNs given by bit pattern: ("nan", i) is nan_variants(dtype)[i] (0-2: sign bit
+# set, quiet / signalling / all-ones payload; 3-4: positive with payloads). torch's rule,
+# the oracle's: every NaN, whatever its sign and payload, is larger than every number.
+NAN_ROWS = {
+    "signed_nans": [("nan", 0), -float("inf"), ("nan", 1), -1.0, 0.0, ("nan", 3),
+                    float("inf"), ("nan", 2), ("nan", 4)],
+    "negative_nans_and_infs": [-float("inf"), ("nan", 0), float("inf"), ("nan", 2),
+                               -float("inf"), ("nan", 1)],
+}
+
+
+def _special_row(row: str, dtype: torch.dtype) -> torch.Tensor:
+    if row in SPECIAL_ROWS:
+        return torch.tensor(SPECIAL_ROWS[row], dtype=torch.float64).to(dtype)
+    spec = NAN_ROWS[row]
+    x = torch.tensor([float("nan") if isinstance(v, tuple) else v for v in spec],
+                     dtype=torch.float64).to(dtype)
+    variants = nan_variants(dtype)
+    for i, v in enumerate(spec):
+        if isinstance(v, tuple):
+            x[i] = variants[v[1]]
+    return x
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: str(d).removeprefix("torch."))
-@pytest.mark.parametrize("row", list(SPECIAL_ROWS), ids=str)
+@pytest.mark.parametrize("row", [*SPECIAL_ROWS, *NAN_ROWS], ids=str)
 def test_special_values(impl, dtype, device, record, row):
-    """NaN is the largest value; -0.0 ties 0.0 but keeps its sign bit; inf ordering."""
-    base = torch.tensor(SPECIAL_ROWS[row], dtype=torch.float64)
-    x = torch.stack([base, base.flip(0)]).to(dtype).to(device)
+    """NaN is the largest value (sign bit and payload notwithstanding); -0.0 ties 0.0 but
+    keeps its sign bit; inf ordering."""
+    base = _special_row(row, dtype)
+    x = torch.stack([base, base.flip(0)]).to(device)
     n = x.shape[1]
     for k in range(n + 1):
         for largest in (True, False):

@@ -65,6 +65,20 @@ def crashes_on_nan(x, k, dim=-1, largest=True, sorted=True):
     return torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
 
 
+def total_order_nans(x, k, dim=-1, largest=True, sorted=True):
+    """Ranks floats in IEEE 754 totalOrder (a radix sort on the raw bits): a NaN with the
+    sign bit set ranks below -inf, a positive NaN above +inf."""
+    if not x.dtype.is_floating_point or x.dim() == 0:
+        return torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
+    bits = x.contiguous().view(ints).to(torch.int64)
+    # totalOrder key: flip the magnitude bits of negatives (their bits grow as they shrink)
+    magnitude_mask = (1 << (8 * x.element_size() - 1)) - 1
+    key = torch.where(bits < 0, bits ^ magnitude_mask, bits)
+    _, idx = torch.topk(key, k, dim=dim, largest=largest, sorted=sorted)
+    return x.gather(dim, idx), idx
+
+
 for _fn in (nan_smallest, duplicate_index_on_ties, wrong_beyond_768, sign_of_zero_lost,
-            ignores_sorted, crashes_on_nan):
+            ignores_sorted, crashes_on_nan, total_order_nans):
     _fn.conformance_name = f"planted.{_fn.__name__}"

@@ -276,7 +276,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         seen: set[str] = set()
         for r in noted:
             text = ", ".join(f"{k}: {v}" for k, v in sorted(r["notes"].items()))
-            line = f"- {r['area']} / {r['dtype']}: {text}"
+            line = f"- {r['area']} / `{r['impl']}` / {r['dtype']}: {text}"
             if line not in seen:
                 seen.add(line)
                 lines.append(line)

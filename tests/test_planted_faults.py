@@ -20,6 +20,7 @@ PLANTED = [
     ("gemm", "gemm_faults:drops_last_k", "forward-error bound"),
     ("gemm", "gemm_faults:truncating_output", "forward-error bound"),
     ("gemm", "gemm_faults:first_batch_only", "forward-error bound"),
+    ("gemm", "gemm_faults:ragged_split_k", "forward-error bound"),
     ("attention", "attention_faults:wrong_scale", "out within"),
     ("attention", "attention_faults:lse_in_log2", "lse (natural log)"),
     ("attention", "attention_faults:causal_top_left", "out within"),

@@ -86,6 +86,32 @@ def test_broadcast_and_vectors(impl, dtype, device, record, rng, a_shape, b_shap
             check_gemm(record, impl, a, b, dist=dist)
 
 
+# Long reductions with ragged tails: primes and tile multiples +- 1 above 2048 (K mod 16 =
+# 5, 5, 7, 13, 1, 15, 15; none a multiple of 16, 32, ..., 256), where a split-K or panel
+# loop that mishandles its last, partial panel shows. Positive operands make every lost or
+# doubled term an error of the same sign.
+RAGGED_K = [2053, 2309, 3079, 4093, 4097, 6143, 8191]
+
+
+@pytest.mark.needs("2d")
+@pytest.mark.parametrize("k", RAGGED_K, ids=lambda k: f"k{k}")
+def test_long_ragged_k(impl, dtype, device, record, rng, k):
+    """2-D products with long, ragged K (contiguous and transposed operands)."""
+    for dist in ("positive", "uniform"):
+        for layouts in (("contiguous", "contiguous"), ("transposed", "transposed")):
+            a, b = _operands(rng, (5, k), (k, 3), dtype, dist, device, layouts)
+            check_gemm(record, impl, a, b, dist=dist)
+
+
+@pytest.mark.needs("batched")
+@pytest.mark.parametrize("k", RAGGED_K, ids=lambda k: f"k{k}")
+def test_long_ragged_k_batched(impl, dtype, device, record, rng, k):
+    """The same K values in batched form (3 batches)."""
+    for dist in ("positive", "uniform"):
+        a, b = _operands(rng, (3, 5, k), (3, k, 3), dtype, dist, device)
+        check_gemm(record, impl, a, b, dist=dist)
+
+
 FIXED_SHAPES = [(1, 1, 1), (1, 4096, 1), (2, 4096, 3), (17, 1023, 1), (113, 129, 127),
                 (127, 257, 239), (64, 4096, 64), (1, 203, 799)]
 
@@ -112,9 +138,13 @@ def test_accumulation_precision(impl, dtype, device, record, rng, k):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16],
                          ids=lambda d: str(d).removeprefix("torch."))
 def test_cpu_fp16_blas_path(impl, dtype, device, record, rng):
-    """The CPU half-precision GEMM path, at 512^3 and K = 4096; records which library
-    (oneDNN, MKL, OpenBLAS, ATen fallback) served it."""
-    record.note(cpu_gemm_served_by=served_by(str(dtype).removeprefix("torch.")))
+    """The CPU half-precision GEMM path, at 512^3 and K = 4096; for torch's own
+    implementations, records which library (oneDNN, MKL, OpenBLAS, ATen fallback) served
+    it. The library comes from a probe of torch.matmul in a child process, so it describes
+    torch, never a plugged-in implementation."""
+    if impl.origin == "builtin":  # the GEMM built-ins are all adapters over torch's API
+        served = served_by(str(dtype).removeprefix("torch."))
+        record.note(**{"torch probe: CPU matmul served by": served})
     for (m, k, n), dist in (((512, 512, 512), "uniform"), ((64, 4096, 48), "positive")):
         a, b = _operands(rng, (m, k), (k, n), dtype, dist, device)
         check_gemm(record, impl, a, b, dist=dist)

@@ -63,3 +63,22 @@ def first_batch_only(a, b):
 for _fn in (fp16_accumulation, ignores_strides, drops_last_k, truncating_output,
             first_batch_only):
     _fn.conformance_name = f"planted.{_fn.__name__}"
+
+
+def ragged_split_k(a, b):
+    """Split-K over panels of 256 for K > 2048 whose last, partial panel is cut to a
+    multiple of 16 (the ragged tail of a long reduction is dropped); exact otherwise."""
+    k = a.shape[-1]
+    if k <= 2048 or k % 16 == 0 or a.dim() < 2 or b.dim() < 2:
+        return torch.matmul(a, b)
+    acc = torch.promote_types(a.dtype, torch.float32)  # float32, or float64 for float64
+    panels = [torch.matmul(a[..., s:s + 256].to(acc), b[..., s:s + 256, :].to(acc))
+              for s in range(0, k - k % 256, 256)]
+    tail = k % 256 - k % 16
+    if tail:
+        s = k - k % 256
+        panels.append(torch.matmul(a[..., s:s + tail].to(acc), b[..., s:s + tail, :].to(acc)))
+    return torch.stack(panels).sum(0).to(a.dtype)
+
+
+ragged_split_k.conformance_name = "planted.ragged_split_k"

@@ -20,6 +20,7 @@ import yaml
 from conformance.errors import ConfigError
 from conformance.expectations import Expectation
 from conformance.versions import describe, gate_holds, parse_gate
+from conformance.vocabulary import Vocabulary
 
 DEFAULT_MATRIX = Path(__file__).with_name("device_matrix.yaml")
 SCHEMA_VERSION = 1
@@ -36,6 +37,12 @@ class AreaSpec:
     description: str
     dtypes: tuple[str, ...]
     builtins: tuple[str, ...]
+    features: frozenset[str] = frozenset()
+    limits: frozenset[str] = frozenset()
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        return Vocabulary(self.name, self.features, self.limits, self.dtypes)
 
 
 @dataclass(frozen=True)
@@ -232,7 +239,8 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
         raise ConfigError(problem)
 
     areas = {
-        name: AreaSpec(name, a["description"], tuple(a["dtypes"]), tuple(a["builtins"]))
+        name: AreaSpec(name, a["description"], tuple(a["dtypes"]), tuple(a["builtins"]),
+                       frozenset(a.get("features", ())), frozenset(a.get("limits", ())))
         for name, a in data["areas"].items()
     }
     devices = {}
@@ -253,4 +261,10 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
                 f"{path}: {rule.label}.area: unknown area {rule.area!r} "
                 f"(expected one of: {', '.join(sorted(areas))})"
             )
+        vocab = areas[rule.area].vocabulary
+        for key, kind, names in (("features", "feature", rule.features),
+                                 ("dtypes", "dtype", rule.dtypes)):
+            problem = vocab.unknown(kind, names)
+            if problem:
+                raise ConfigError(f"{path}: {rule.label}.{key}: {problem}")
     return Matrix(path=path, areas=areas, devices=devices, rules=rules)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from conformance.errors import ConfigError
+from conformance.vocabulary import Vocabulary
 
 ENTRY_POINT_GROUP = "torch_conformance.impls"
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -141,12 +142,30 @@ def load_object(spec: str, what: str) -> Any:
     return obj
 
 
-def make_impl(area: str, spec: str, origin: str, what: str) -> Impl:
+def _check_vocabulary(caps: Capabilities, vocab: Vocabulary) -> str | None:
+    """The first declared name outside the area's vocabulary, as 'attribute: problem'."""
+    for attr, kind, names in (
+        ("conformance_features", "feature", caps.features or ()),
+        ("conformance_dtypes", "dtype", caps.dtypes or ()),
+        ("conformance_devices", "device", caps.devices or ()),
+        ("conformance_limits", "limit", caps.limits.keys()),
+    ):
+        problem = vocab.unknown(kind, sorted(names))
+        if problem:
+            return f"{attr}: {problem}"
+    return None
+
+
+def make_impl(area: str, spec: str, origin: str, what: str,
+              vocab: Vocabulary | None = None) -> Impl:
     fn = load_object(spec, what)
     try:
         caps = Capabilities.of(fn)
     except ConfigError as exc:
         raise ConfigError(f"{what}: {spec}: {exc}") from None
+    problem = _check_vocabulary(caps, vocab) if vocab is not None else None
+    if problem:
+        raise ConfigError(f"{what}: {spec}: {problem}")
     name = getattr(fn, "conformance_name", None) or spec
     if not isinstance(name, str) or not name.strip() or any(c in name for c in "[]\n"):
         raise ConfigError(f"{what}: {spec}: conformance_name must be a non-empty one-line name")
@@ -213,21 +232,26 @@ def build_registry(
     *,
     include_builtins: bool = True,
     use_entry_points: bool = True,
+    vocabularies: dict[str, Vocabulary] | None = None,
 ) -> Registry:
-    """Built-ins (from the matrix), then ``--impl`` options, then installed entry points."""
+    """Built-ins (from the matrix), then ``--impl`` options, then installed entry points.
+    With ``vocabularies``, every declared name is checked against its area's."""
     registry = Registry()
+    vocab = (vocabularies or {}).get
     if include_builtins:
         for area, specs in builtins.items():
             for spec in specs:
-                registry.add(make_impl(area, spec, "builtin", f"matrix areas.{area}.builtins"))
+                registry.add(make_impl(area, spec, "builtin", f"matrix areas.{area}.builtins",
+                                       vocab(area)))
     for text in impl_options:
         area, spec = parse_impl_option(text, builtins)
-        registry.add(make_impl(area, spec, "--impl", f"--impl {text!r}"))
+        registry.add(make_impl(area, spec, "--impl", f"--impl {text!r}", vocab(area)))
     if use_entry_points:
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = ep.dist.name if ep.dist else "?"
             what = f"entry point {ep.name}={ep.value} ({dist})"
             if ep.name not in builtins:
                 raise ConfigError(f"{what}: unknown area {ep.name!r}")
-            registry.add(make_impl(ep.name, ep.value, f"entry point {dist}", what))
+            registry.add(make_impl(ep.name, ep.value, f"entry point {dist}", what,
+                                   vocab(ep.name)))
     return registry

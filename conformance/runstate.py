@@ -43,6 +43,7 @@ class RunState:
             {name: area.builtins for name, area in matrix.areas.items()},
             impl_options,
             include_builtins=not opt.no_builtins,
+            vocabularies={name: area.vocabulary for name, area in matrix.areas.items()},
         )
         for rule in matrix.rules_of("unsupported"):
             if rule.is_capability_rule and rule.selects_device(device.matrix_key, device.tags):

@@ -47,6 +47,7 @@ def test_backward_random(impl, dtype, device, record, data):
 
 
 CATALOGUE = [
+    (None, None),  # dense: an implementation without masks or mods meets the shapes too
     ("causal_tl", None), ("causal_br", None), ("sliding_window", None), ("prefix_lm", None),
     ("document", None), ("block_sparse", None),
     (None, "alibi"), (None, "softcap"), (None, "rel_bias"), (None, "bias_lookup"),
@@ -70,7 +71,8 @@ def _catalogue_case(impl, dtype, device, mask, score_mod, sq=113, sk=239) -> Att
 
 @pytest.mark.parametrize("mask,score_mod", CATALOGUE, ids=CATALOGUE_IDS)
 def test_forward_catalogue(impl, dtype, device, record, mask, score_mod):
-    """Every mask and score mod of the catalogue (Sq = 113 != Sk = 239, GQA where declared)."""
+    """Dense attention and every mask and score mod of the catalogue (Sq = 113 != Sk = 239,
+    GQA where declared)."""
     case = _catalogue_case(impl, dtype, device, mask, score_mod)
     require_claimed(impl, case)
     check_forward(record, impl, case, lse=False)

@@ -5,7 +5,7 @@
 - pytorch/pytorch#153799: Triton flex backward NaN when seqlen % 128 != 0 with a block
   mask and a score_mod.
 - fully masked rows: out = 0, lse = -inf, finite gradients.
-- GQA/MQA through every backend that declares it (FLASH included).
+- GQA/MQA through every backend that declares it (FLASH included), dense and causal.
 - Dao-AILab/flash-attention#2396: softcap formula and its gradient.
 """
 
@@ -96,13 +96,14 @@ def test_fully_masked_rows(impl, dtype, device, record):
 
 @pytest.mark.needs("gqa")
 @pytest.mark.parametrize("hkv", [1, 2], ids=lambda h: "mqa" if h == 1 else f"gqa{8 // h}")
-def test_gqa_head_mapping(impl, dtype, device, record, hkv):
-    """GQA/MQA: query head h must read key/value head h // (Hq / Hkv); a causal mask so that
-    the FLASH path is exercised with its usual mask."""
+@pytest.mark.parametrize("mask", [None, "causal_br"], ids=lambda m: m or "nomask")
+def test_gqa_head_mapping(impl, dtype, device, record, mask, hkv):
+    """GQA/MQA: query head h must read key/value head h // (Hq / Hkv). Dense, so that an
+    implementation without masks is checked too, and with a causal mask, so that the FLASH
+    path is exercised with its usual mask."""
     dims = impl.caps.limits.get("head_dims", [128])
     d = 128 if 128 in dims else dims[-1]
-    case = AttnCase(1, 8, hkv, 128, 128, d, d, dtype, "causal_br", None, seed=hkv,
-                    device=device)
+    case = AttnCase(1, 8, hkv, 128, 128, d, d, dtype, mask, None, seed=hkv, device=device)
     require_claimed(impl, case)
     check_forward(record, impl, case, lse=impl.caps.claims("lse"))
 

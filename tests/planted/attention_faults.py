@@ -81,6 +81,26 @@ mask_after_softmax = _make(mask_after=True)
 gqa_head_modulo = _make(head_mod=True)
 
 
+def _dense_only(fn):
+    """The same attention for an implementation with no masks and no score mods: it
+    declares only dense features, and refuses a mask or a mod (the suite must not pass one
+    to an implementation that does not declare it)."""
+
+    def attention(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
+                  return_lse=False):
+        if score_mod is not None or block_mask is not None:
+            raise NotImplementedError("dense only: declares no masks and no score mods")
+        return fn(q, k, v, None, None, scale, enable_gqa, return_lse)
+
+    attention.conformance_features = DENSE_ONLY_FEATURES
+    return attention
+
+
+DENSE_ONLY_FEATURES = ["gqa", "dv_ne_d", "scale", "lse", "backward"]
+dense_only_correct = _dense_only(correct_dense)
+dense_only_gqa_head_modulo = _dense_only(gqa_head_modulo)  # h % Hkv for h // (Hq / Hkv)
+
+
 def _tiled(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
            return_lse=False, *, rescale=True, block=32):
     """Online softmax over key tiles (flash-attention forward)."""
@@ -123,6 +143,7 @@ def tiled_no_rescale(q, k, v, score_mod=None, block_mask=None, scale=None, enabl
 for _name, _fn in list(globals().items()):
     if callable(_fn) and _name in {"correct_dense", "wrong_scale", "lse_in_log2",
                                    "causal_top_left", "mask_after_softmax", "gqa_head_modulo",
-                                   "tiled_correct", "tiled_no_rescale"}:
+                                   "tiled_correct", "tiled_no_rescale", "dense_only_correct",
+                                   "dense_only_gqa_head_modulo"}:
         _fn.conformance_name = f"planted.{_name}"
         _fn.conformance_dtypes = ["float16", "bfloat16", "float32"]

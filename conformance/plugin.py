@@ -16,6 +16,7 @@ import torch
 from conformance.deps import PROBED_TAGS
 from conformance.errors import ConfigError
 from conformance.expectations import observe, wrong_reason
+from conformance.failures import classify_exception, context_block, tail
 from conformance.outcomes import SKIPPED_TAG, UNSUPPORTED_TAG
 from conformance.profiles import apply_profile
 from conformance.record import Record, reproduce_command
@@ -23,9 +24,10 @@ from conformance.registry import Impl
 from conformance.report import (
     META_KEY,
     OUTCOMES,
+    REASON_KEY,
     RECORD_KEY,
-    WRONG_REASON_KEY,
     Collector,
+    _user_property,
     build_report,
     write_report,
 )
@@ -309,7 +311,28 @@ def _judge_expected_failure(item: pytest.Item, call: pytest.CallInfo,
     report.outcome = "failed"
     del report.wasxfail
     report.longrepr = f"{verdict}\n\n{report.longreprtext}"
-    report.user_properties.append((WRONG_REASON_KEY, verdict))
+    report.user_properties.append((REASON_KEY, verdict))
+
+
+def _explain_exception(item: pytest.Item, call: pytest.CallInfo,
+                       report: pytest.TestReport) -> None:
+    """An exception (not a failed check) gets the uniform block: raised by the
+    implementation, or an error of the suite itself."""
+    if report.when != "call" or not report.failed or call.excinfo is None:
+        return
+    impl = item.callspec.params.get("impl") if hasattr(item, "callspec") else None
+    wrong = _user_property(report, REASON_KEY)
+    verdict = classify_exception(call.excinfo.value, impl if isinstance(impl, Impl) else None,
+                                 wrong)
+    if verdict is None:
+        return
+    block = context_block(verdict, item.stash.get(ITEM_RECORD, None), item.stash[ITEM_META])
+    original = report.longreprtext
+    if wrong:
+        original = original.split("\n\n", 1)[-1]
+    report.longrepr = f"{block}\n\n{tail(original)}"
+    report.user_properties = [p for p in report.user_properties if p[0] != REASON_KEY]
+    report.user_properties.append((REASON_KEY, verdict))
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: sees the xfail verdict
@@ -320,6 +343,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         return
     report = outcome.get_result()
     _judge_expected_failure(item, call, report)
+    _explain_exception(item, call, report)
     report.user_properties.append((META_KEY, json.dumps(meta, default=str)))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:

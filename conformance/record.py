@@ -121,6 +121,10 @@ class Record:
         else:
             head = (f"{m.name}: error {m.measured:.4g} exceeds bound {m.bound:.4g} "
                     f"(ratio {m.ratio:.3g}); {m.detail}")
+        return self.context(head)
+
+    def context(self, head: str) -> str:
+        """The uniform failure block: head line, impl/device/dtype, case, reproduce."""
         dtype = f" dtype={self.dtype}" if self.dtype else ""
         lines = [
             f"[{self.area}] {head}",

@@ -23,7 +23,7 @@ OUTCOMES = (
 )
 META_KEY = "conformance_meta"
 RECORD_KEY = "conformance_record"
-WRONG_REASON_KEY = "conformance_wrong_reason"
+REASON_KEY = "conformance_reason"  # a failure's one-line reason, when the harness set it
 
 
 def _skip_reason(report: Any) -> str:
@@ -53,7 +53,7 @@ def classify(report: Any) -> tuple[str, str] | None:
         if report.skipped and wasxfail is not None:
             return "expected-fail", str(wasxfail)
         if report.failed:
-            wrong = _user_property(report, WRONG_REASON_KEY)
+            wrong = _user_property(report, REASON_KEY)
             return "failed", wrong or _failure_text(report)
     if report.skipped:
         if wasxfail is not None:

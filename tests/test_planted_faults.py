@@ -61,3 +61,57 @@ def test_planted_controls_pass(suite, spec, scope):
                 f"--impl=attention=planted.{spec}", *scope)
     assert run.returncode == 0, run.stdout[-3000:]
     assert run.report["summary"]["passed"] > 50
+
+
+def _by_test(run) -> dict[str, dict[str, list[str]]]:
+    """outcome -> test function -> the parameter ids of its results."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for r in run.report["results"]:
+        func, _, params = r["nodeid"].split("::")[-1].partition("[")
+        out.setdefault(r["outcome"], {}).setdefault(func, []).append(params.rstrip("]"))
+    return out
+
+
+DENSE_SCOPE = ["-k", "catalogue or regressions"]
+
+
+def test_dense_only_control_is_exercised(suite):
+    """An implementation that declares no mask and no score_mod (it raises if given one)
+    still meets the catalogue's awkward shapes, forward, lse and backward, the GQA/MQA
+    mapping and the maskless regressions, and passes them."""
+    spec = "attention_faults:dense_only_correct"
+    run = suite(str(SUITE / "attention"), "-n", "0", "-q", "--no-builtins",
+                f"--impl=attention=planted.{spec}", *DENSE_SCOPE)
+    assert run.returncode == 0, run.stdout[-3000:]
+    passed = _by_test(run)["passed"]
+    dtypes = 3  # float16, bfloat16, float32
+    for func in ("test_forward_catalogue", "test_forward_lse_catalogue",
+                 "test_backward_catalogue"):
+        assert len(passed.get(func, [])) == dtypes, (func, passed)
+        assert all(p.endswith("-nomask+nomod") for p in passed[func])
+    gqa = passed.get("test_gqa_head_mapping", [])
+    assert len(gqa) == 2 * dtypes and all("-nomask-" in p for p in gqa), gqa
+    for func in ("test_lse_is_natural_log", "test_growing_scores"):
+        assert len(passed.get(func, [])) == 4 * dtypes, (func, passed)
+
+
+def test_dense_only_gqa_fault_is_flagged(suite):
+    """A dense-only implementation reading key/value head h % Hkv (not h // (Hq / Hkv)) is
+    flagged by the maskless GQA regression and catalogue entry, by those alone: every
+    masked or modded form is unsupported for it (and MQA cannot tell the two apart)."""
+    spec = "attention_faults:dense_only_gqa_head_modulo"
+    run = suite(str(SUITE / "attention"), "-n", "0", "-q", "--no-builtins",
+                f"--impl=attention=planted.{spec}", *DENSE_SCOPE)
+    assert run.returncode == 1, run.output[-3000:]
+    assert "[attention]" in run.stdout and "out within" in run.stdout, run.stdout[-3000:]
+    assert "impl=planted.dense_only_gqa_head_modulo" in run.stdout
+    failed = _by_test(run)["failed"]
+    dtypes = ["float16", "bfloat16", "float32"]
+    assert sorted(failed.get("test_gqa_head_mapping", [])) == sorted(
+        f"planted.dense_only_gqa_head_modulo-{d}-nomask-gqa4" for d in dtypes), failed
+    for func in ("test_forward_catalogue", "test_forward_lse_catalogue",
+                 "test_backward_catalogue"):
+        assert sorted(failed.get(func, [])) == sorted(
+            f"planted.dense_only_gqa_head_modulo-{d}-nomask+nomod" for d in dtypes), failed
+    assert set(failed) == {"test_gqa_head_mapping", "test_forward_catalogue",
+                           "test_forward_lse_catalogue", "test_backward_catalogue"}, failed

@@ -5,7 +5,8 @@ Each child run is a whole area on the CPU with the adapter alone (``--no-builtin
 topk, gemm and attention in full (every test, every dtype; bfloat16, which numpy lacks,
 and the attention features the adapter does not declare are reported unsupported), and of
 the samplers the one class the adapter implements, ``TestExponential``. On a 2-core machine
-they take about 30, 10, 35 and 10 s.
+they took 28-30, 18-20, 40-54 and 11-12 s (torch 2.13 CPU, the machine shared
+with a CI run).
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ AREAS = [
       "test_awkward_shapes", "test_accumulation_precision"}),
     ("attention", "numpy_attention", [SUITE / "attention"],
      {"test_forward_random", "test_forward_lse_random", "test_backward_random",
-      "test_forward_catalogue", "test_backward_catalogue", "test_lse_is_natural_log",
+      "test_forward_catalogue", "test_forward_lse_catalogue", "test_backward_catalogue",
+      "test_lse_is_natural_log",
       "test_gqa_head_mapping", "test_growing_scores"}),
     ("sampler.exponential", "numpy_exponential",
      [f"{SUITE / 'samplers' / 'test_samplers.py'}::TestExponential"],
-     {"test_goodness_of_fit", "test_other_parameters", "test_layouts", "test_reproducible",
-      "test_extreme_parameters"}),
+     {"test_goodness_of_fit", "test_other_parameters", "test_two_sample_vs_cpu",
+      "test_independence", "test_layouts", "test_reproducible", "test_extreme_parameters"}),
 ]
 
 

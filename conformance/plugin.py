@@ -44,6 +44,9 @@ ITEM_RECORD = pytest.StashKey[Record]()
 ITEM_EXPECT = pytest.StashKey[list]()
 
 
+NO_IMPL_MARK = pytest.mark.conformance_no_impl
+
+
 class MatrixWarning(UserWarning):
     """A matrix entry matched no collected test (a typo, or a test that was renamed)."""
 
@@ -66,12 +69,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seed for Hypothesis and test data (default 0 in ci, random otherwise)")
     group.addoption("--report", dest="conformance_report", default=None, metavar="DIR",
                     help="write report.json, summary.md and junit.xml into DIR")
+    group.addoption("--allow-empty", dest="conformance_allow_empty", action="store_true",
+                    default=False,
+                    help="accept an --impl / entry-point implementation that ran no check "
+                         "(otherwise the run fails: it tested nothing)")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "area(name): the conformance area a test belongs to")
     config.addinivalue_line("markers", "needs(*features): implementation features a test needs")
+    config.addinivalue_line("markers",
+                            "conformance_no_impl: internal (an area with no implementation)")
     worker_seed = getattr(config, "workerinput", {}).get("conformance_seed")
     try:
         state = RunState.from_options(config.option, worker_seed)
@@ -142,9 +151,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if impls:
             metafunc.parametrize("impl", impls, ids=[i.name for i in impls])
         else:
-            skip = pytest.mark.skip(reason=f"{SKIPPED_TAG} no implementation of area "
-                                           f"{area!r} is registered")
-            metafunc.parametrize("impl", [pytest.param(None, marks=skip)], ids=["no-impl"])
+            # deselected at collection; the summary gives the area one line instead
+            metafunc.parametrize("impl", [pytest.param(None, marks=NO_IMPL_MARK)],
+                                 ids=["no-impl"])
     if "dtype" in metafunc.fixturenames and "dtype" not in explicit:
         dtypes = [getattr(torch, d) for d in state.matrix.areas[area].dtypes]
         metafunc.parametrize("dtype", dtypes, ids=_dtype_name)
@@ -186,6 +195,10 @@ def pytest_collection_modifyitems(
 ) -> None:
     state = config.stash[STATE]
     tags, key = state.device.tags, state.device.matrix_key
+    empty = [i for i in items if i.get_closest_marker(NO_IMPL_MARK.name) is not None]
+    if empty:  # areas without any implementation: no test each, one summary line per area
+        items[:] = [i for i in items if i.get_closest_marker(NO_IMPL_MARK.name) is None]
+        config.hook.pytest_deselected(items=empty)
     collected_ids: dict[str, list[str]] = {}
     for item in items:
         area = _area_of(item)
@@ -370,20 +383,54 @@ class Accounting:
             if text not in self.collector.warnings:
                 self.collector.warnings.append(text)
 
+    def vacuous(self) -> list[str]:
+        """One line per --impl / entry-point implementation that ran no check."""
+        if self.config.option.conformance_allow_empty:
+            return []
+        by_area = self.collector.by_area()
+        lines = []
+        for impl in self.state.registry.all():
+            if impl.origin == "builtin":
+                continue
+            row = by_area.get(impl.area, {}).get(impl.name)
+            if row is not None and row["ran"]:
+                continue
+            why = "; ".join(f"{n} {reason}" for reason, n in (row or {}).get("not_run", {})
+                            .items()) or "no test of its area was collected"
+            lines.append(f"implementation {impl.name} ({impl.origin} {impl.area}={impl.spec}) "
+                         f"ran no check: {why} (pass --allow-empty to accept a run that "
+                         "tests nothing)")
+        return lines
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.vacuous() and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.state.report_dir is None:
             return
         from conformance.probe import environment
 
         report = build_report(self.collector, environment(self.state.device),
                               self.state.run_info())
+        report["vacuous"] = self.vacuous()
+        report["areas_without_implementations"] = self.areas_without_impls()
         write_report(self.state.report_dir, report)
 
+    def areas_without_impls(self) -> list[str]:
+        return [a for a in self.state.matrix.areas if not self.state.registry.for_area(a)]
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        tr = terminalreporter
+        empty, vacuous = self.areas_without_impls(), self.vacuous()
+        if not self.collector.entries and not empty and not vacuous:
+            return
+        tr.section("torch-conformance")
+        for area in empty:
+            tr.write_line(f"  {area:<8} no implementation registered"
+                          + (" (--no-builtins)" if not self.state.include_builtins else ""))
+        for line in vacuous:
+            tr.write_line(f"ERROR: {line}", red=True)
         if not self.collector.entries:
             return
-        tr = terminalreporter
-        tr.section("torch-conformance")
         counts = self.collector.counts()
         tr.write_line(", ".join(f"{counts[o]} {o}" for o in OUTCOMES))
         for area, impls in sorted(self.collector.by_area().items()):
@@ -391,7 +438,7 @@ class Accounting:
                 margin = row["worst_margin"]
                 shown = "-" if margin is None else f"{margin:.3g}"
                 tr.write_line(
-                    f"  {area:<8} {impl:<24} passed {row['passed']:>4}  "
+                    f"  {area:<8} {impl:<24} ran {row['ran']:>4}  passed {row['passed']:>4}  "
                     f"failed {row['failed'] + row['error']:>3}  "
                     f"xfail {row['expected-fail']:>3}  unsupported {row['unsupported']:>4}  "
                     f"skipped {row['skipped']:>3}  worst margin {shown}")

@@ -109,6 +109,12 @@ class Entry:
 
 
 _PRECEDENCE = {"error": 3, "failed": 2, "unexpected-pass": 2}
+RAN = ("passed", "failed", "error", "expected-fail", "unexpected-pass")
+
+
+def _generic(reason: str) -> str:
+    """A reason without the case-specific part, to group cases that did not run."""
+    return reason.split(" (", 1)[0] if reason.startswith("implementation ") else reason
 
 
 @dataclass
@@ -144,17 +150,27 @@ class Collector:
         return {o: c.get(o, 0) for o in OUTCOMES}
 
     def by_area(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Per area and implementation: counts per outcome, how many ran, why the rest did
+        not (reason -> count, most frequent first) and the worst margin."""
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for e in self.entries.values():
             row = out.setdefault(e.meta.get("area") or "-", {}).setdefault(
-                e.meta.get("impl") or "-", {**{o: 0 for o in OUTCOMES}, "worst_margin": None}
-            )
+                e.meta.get("impl") or "-",
+                {**{o: 0 for o in OUTCOMES}, "ran": 0, "not_run": {}, "worst_margin": None})
             row[e.outcome] += 1
+            if e.outcome in RAN:
+                row["ran"] += 1
+            else:
+                key = f"{e.outcome}: {_generic(e.reason)}"
+                row["not_run"][key] = row["not_run"].get(key, 0) + 1
             margin = e.to_json()["worst_margin"]
             if e.outcome == "expected-fail" or margin is None:
                 continue  # known failures do not set the margin of what passes
             if row["worst_margin"] is None or margin > row["worst_margin"]:
                 row["worst_margin"] = margin
+        for impls in out.values():
+            for row in impls.values():
+                row["not_run"] = dict(sorted(row["not_run"].items(), key=lambda kv: -kv[1]))
         return out
 
 

@@ -42,3 +42,12 @@ def topk_feature(x, k, dim=-1, largest=True, sorted=True):
 
 
 topk_feature.conformance_features = ["2d"]
+
+
+def cuda_only(x, k, dim=-1, largest=True, sorted=True):
+    """A correct TopK that declares only CUDA: on a CPU run it tests nothing."""
+    return torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+
+
+cuda_only.conformance_name = "planted.cuda_only"
+cuda_only.conformance_devices = ["cuda"]

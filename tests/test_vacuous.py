@@ -1,0 +1,40 @@
+"""No vacuous runs: an implementation plugged in through --impl whose checks all came out
+unsupported or skipped has not been tested, and the run says so and fails (unless
+--allow-empty); areas without any implementation are one line each, not skipped tests."""
+
+from __future__ import annotations
+
+from tests.conftest import SUITE
+
+
+def test_impl_that_runs_nothing_fails_the_run(suite):
+    args = (str(SUITE / "topk" / "test_topk.py"), "--device=cpu", "-n", "0", "--no-builtins",
+            "--impl=topk=planted.contract_typos:cuda_only")
+    run = suite(*args)
+    assert run.returncode == 1, run.output[-3000:]
+    line = [x for x in run.stdout.splitlines() if "ran no check" in x]
+    assert len(line) == 1 and line[0].startswith(
+        "ERROR: implementation planted.cuda_only (--impl topk=planted.contract_typos:cuda_only)"
+        " ran no check: 280 unsupported: implementation planted.cuda_only declares devices "
+        "['cuda'], not cpu"), line
+    assert run.report["vacuous"] and run.report["summary"]["unsupported"] == 280
+    row = run.report["areas"]["topk"]["planted.cuda_only"]
+    assert row["ran"] == 0 and sum(row["not_run"].values()) == 280
+    allowed = suite(*args, "--allow-empty")
+    assert allowed.returncode == 0, allowed.output[-3000:]
+    assert "ran no check" not in allowed.stdout and not allowed.report["vacuous"]
+
+
+def test_no_builtins_areas_without_implementations_are_one_line_each(suite):
+    run = suite(str(SUITE / "topk" / "test_topk.py"), str(SUITE / "samplers"), "--device=cpu",
+                "-n", "0", "--no-builtins", "--impl=topk=planted.topk_faults:ignores_sorted",
+                "-k", "test_special_values and float64")
+    assert run.returncode == 1, run.output[-3000:]  # the planted fault is flagged
+    results = run.report["results"]
+    assert results and all("topk" in r["area"] for r in results)  # no sampler "tests"
+    assert "sampler.normal" in run.report["areas_without_implementations"]
+    assert "  sampler.normal no implementation registered (--no-builtins)" in run.stdout
+    assert run.stdout.count("no implementation registered") == len(
+        run.report["areas_without_implementations"])
+    row = run.report["areas"]["topk"]["planted.ignores_sorted"]
+    assert row["ran"] >= 1

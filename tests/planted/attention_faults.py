@@ -1,6 +1,10 @@
 """Wrong attention implementations (FlexAttention signature), each one bug seen in real
 kernels, plus a correct control built from the same pieces. All compute in float32 with
 plain torch ops (so autograd gives their gradients) and round the output to the input dtype.
+
+The ``dense_only_*`` twins declare no mask and no score_mod (only "gqa", "dv_ne_d",
+"scale", "lse", "backward") and raise if given one: what the suite checks of an
+implementation that has neither (tests/test_planted_faults.py).
 """
 
 from __future__ import annotations

@@ -77,6 +77,9 @@ def probe_tags() -> tuple[set[str], dict[str, str]]:
     if importlib.util.find_spec("triton") is None:
         absent["triton-interpreter"] = "triton is not installed (pip install triton)"
     elif interpreter_in_use():
+        # as the adapter does (impls/attention/triton_fa.py): Triton reads TRITON_INTERPRET
+        # when it is first imported, and its language library must be the interpreted one
+        os.environ.setdefault("TRITON_INTERPRET", "1")
         problem = probe_triton_interpreter()
         if problem is None:
             present.add("triton-interpreter")

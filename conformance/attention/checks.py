@@ -26,7 +26,7 @@ import torch
 
 from conformance.attention.cases import AttnCase
 from conformance.attention.reference import baseline, oracle_reference
-from conformance.compare import Measurement
+from conformance.compare import Measurement, exact
 from conformance.outcomes import unsupported
 from conformance.record import Record
 from conformance.registry import Impl
@@ -95,6 +95,49 @@ def require_claimed(impl: Impl, case: AttnCase, *, lse: bool = False,
         unsupported(f"implementation {impl.name} {lacks}")
 
 
+STRUCTURE = ("output structure (out: q's dtype and device, (B, Hq, Sq, Dv); lse: float32, "
+             "(B, Hq, Sq))")
+
+
+def split_result(result: Any, lse: bool) -> tuple[Any, Any]:
+    """(out, lse) from what the implementation returned; a return_lse=True call must give
+    a pair (a failed structure check otherwise)."""
+    if not lse:
+        return result, None
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        return result[0], result[1]
+    return result, _NOT_A_PAIR
+
+
+_NOT_A_PAIR = object()
+
+
+def output_structure(case: AttnCase, q: torch.Tensor, out: Any, lse: Any) -> Measurement:
+    """out: a tensor of q's dtype and device, (B, Hq, Sq, Dv); lse (if asked for): float32
+    (float64 accepted for float64 inputs, as FlexAttention returns), (B, Hq, Sq), q's
+    device."""
+    if lse is _NOT_A_PAIR:
+        return exact(STRUCTURE, 1, 1, f"return_lse=True must return (out, lse), got a "
+                                      f"{type(out).__name__}")
+    problems = []
+    want = {"out": (case.batch, case.hq, case.sq, case.dv), "lse": (case.batch, case.hq, case.sq)}
+    for name, t in (("out", out), ("lse", lse)):
+        if name == "lse" and lse is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            problems.append(f"{name} is a {type(t).__name__}, not a torch.Tensor")
+            continue
+        dtypes = ((q.dtype,) if name == "out" else
+                  (torch.float32, torch.float64) if q.dtype == torch.float64 else (torch.float32,))
+        if t.dtype not in dtypes:
+            problems.append(f"{name} dtype {t.dtype}, expected {' or '.join(map(str, dtypes))}")
+        if t.device != q.device:
+            problems.append(f"{name} on {t.device}, expected {q.device}")
+        if tuple(t.shape) != want[name]:
+            problems.append(f"{name} shape {tuple(t.shape)}, expected {want[name]}")
+    return exact(STRUCTURE, len(problems), 8, "; ".join(problems))
+
+
 def check_forward(record: Record, impl: Impl, case: AttnCase, *, lse: bool,
                   inputs: tuple[torch.Tensor, ...] | None = None) -> None:
     """Forward output (and lse) under the FlashAttention rule; ``inputs`` (q, k, v) replace
@@ -103,7 +146,8 @@ def check_forward(record: Record, impl: Impl, case: AttnCase, *, lse: bool,
     record.case(**case.describe())
     q, k, v = inputs if inputs is not None else case.inputs()[:3]
     result = call_impl(impl, case, q, k, v, block_mask_for(case), lse)
-    out, got_lse = result if lse else (result, None)
+    out, got_lse = split_result(result, lse)
+    record.require(output_structure(case, q, out, got_lse))
     ref = oracle_reference(case, q, k, v)
     base = baseline(case, q, k, v)
     r = 3.0 if case.score_mod == "softcap" else 2.0

@@ -11,6 +11,19 @@ from conformance import deps
 from conformance.versions import installed_version
 
 
+def _fake_interpreter(launch):
+    """A stand-in for triton's InterpretedFunction whose kernel[grid](...) calls launch."""
+
+    class Fake:
+        def __init__(self, fn):
+            pass
+
+        def __getitem__(self, grid):
+            return launch
+
+    return Fake
+
+
 def test_probe_agrees_with_the_known_bad_pair():
     pytest.importorskip("triton", reason="[skipped] triton is not installed")
     if not deps.interpreter_in_use():
@@ -32,16 +45,10 @@ def test_a_failing_interpreter_names_the_pair_and_the_fix(monkeypatch):
     pytest.importorskip("triton", reason="[skipped] triton is not installed")
     import triton.runtime.interpreter as interp
 
-    class Broken:
-        def __init__(self, fn):
-            pass
+    def launch(*args, **kwargs):
+        raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
 
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
-            return launch
-
-    monkeypatch.setattr(interp, "InterpretedFunction", Broken)
+    monkeypatch.setattr(interp, "InterpretedFunction", _fake_interpreter(launch))
     versions = {"triton": "3.6.0", "numpy": "2.4.6"}
     monkeypatch.setattr(deps, "installed_version", versions.get)
     problem = deps.probe_triton_interpreter()
@@ -56,16 +63,10 @@ def test_a_wrong_result_is_a_failed_probe(monkeypatch):
     pytest.importorskip("triton", reason="[skipped] triton is not installed")
     import triton.runtime.interpreter as interp
 
-    class Wrong:
-        def __init__(self, fn):
-            pass
+    def launch(x, out, n, BLOCK):
+        out.zero_()
 
-        def __getitem__(self, grid):
-            def launch(x, out, n, BLOCK):
-                out.zero_()
-            return launch
-
-    monkeypatch.setattr(interp, "InterpretedFunction", Wrong)
+    monkeypatch.setattr(interp, "InterpretedFunction", _fake_interpreter(launch))
     problem = deps.probe_triton_interpreter()
     assert problem is not None and problem.startswith(
         "Triton's interpreter computed a wrong result in the start-up probe")

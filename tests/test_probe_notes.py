@@ -1,0 +1,22 @@
+"""Environment probes of torch are labelled as such and attached to torch's own
+implementations only: the CPU matmul library note must not read as a fact about a
+plugged-in implementation."""
+
+from __future__ import annotations
+
+from tests.conftest import SUITE
+
+
+def test_torch_probe_note_only_on_torch_builtins(suite):
+    run = suite(str(SUITE / "gemm" / "test_gemm.py"), "--device=cpu", "-n", "0",
+                "--impl=gemm=planted.gemm_faults:ragged_split_k",
+                "-k", "cpu_fp16_blas_path and float16 and (torch.matmul or planted)")
+    assert run.returncode == 0, run.output[-3000:]  # K = 4096 is a multiple of 16: exact
+    notes = {r["impl"]: r["notes"] for r in run.report["results"]}
+    assert set(notes) == {"torch.matmul", "planted.ragged_split_k"}, notes
+    assert notes["planted.ragged_split_k"] == {}
+    (key,) = notes["torch.matmul"]
+    assert key == "torch probe: CPU matmul served by" and notes["torch.matmul"][key]
+    summary = (run.report_dir / "summary.md").read_text()
+    assert "- gemm / `torch.matmul` / float16: torch probe: CPU matmul served by" in summary
+    assert "`planted.ragged_split_k` / float16:" not in summary

@@ -77,6 +77,7 @@ class Rule:
     features: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
     versions: tuple[tuple[str, str], ...] = ()  # ((distribution, PEP 440 specifier), ...)
+    excepted: tuple[str, ...] = ()  # "except": test ids matched by these are left out
     expect: Expectation | None = None  # expected failures: the failure that must happen
 
     @property
@@ -112,7 +113,10 @@ class Rule:
         return f"{section.get(self.kind, self.kind)}[{self.index}]"
 
     def matches_id(self, nodeid: str) -> bool:
-        return any(fnmatch.fnmatchcase(nodeid, _literal_brackets(p)) for p in self.patterns)
+        def hit(patterns: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(nodeid, _literal_brackets(p)) for p in patterns)
+
+        return hit(self.patterns) and not hit(self.excepted)
 
     def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str]) -> bool:
         if area != self.area or not self.patterns or not self.matches_id(nodeid):
@@ -181,6 +185,10 @@ def _schema_error(path: Path, data: Any) -> str | None:
     return f"{path}: {_key_path(error.absolute_path)}: {message}"
 
 
+def _as_tuple(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
 def _rules(path: Path, data: dict[str, Any]) -> tuple[Rule, ...]:
     out: list[Rule] = []
     for key, kind in (
@@ -199,6 +207,7 @@ def _rules(path: Path, data: dict[str, Any]) -> tuple[Rule, ...]:
                     index=i,
                     area=entry["area"],
                     patterns=(match,) if isinstance(match, str) else tuple(match),
+                    excepted=_as_tuple(entry.get("except", ())),
                     reason=entry["reason"],
                     devices=frozenset(entry["devices"]) if "devices" in entry else None,
                     when=frozenset(entry.get("when", ())),

@@ -132,6 +132,15 @@ def test_rule_selection(tmp_path):
                             frozenset({"sm90"}))
 
 
+def test_except_patterns_leave_ids_out(tmp_path):
+    data = _broken(unsupported=[{"area": "demo", "match": "*[impl-bfloat16*",
+                                 "except": ["*::test_a[impl-bfloat16]"],
+                                 "reason": "all but a sentinel"}])
+    (rule,) = load_matrix(_write(tmp_path, data)).rules_of("unsupported")
+    assert rule.applies("x.py::test_b[impl-bfloat16-m]", "demo", "cpu", frozenset())
+    assert not rule.applies("x.py::test_a[impl-bfloat16]", "demo", "cpu", frozenset())
+
+
 def test_broken_matrix_exits_4_with_one_line(suite, tmp_path):
     path = _write(tmp_path, _broken(devices__cpu__dtypes=["float17"]))
     run = suite("--device=cpu", f"--device-matrix={path}", "--co", "-q", report=False)

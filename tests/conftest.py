@@ -23,6 +23,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "kernel_compile: compiles every CuTe DSL kernel (no torch involved; CI runs "
                    "these on the newest torch only)")
+    config.addinivalue_line(
+        "markers", "harness_only: tests the harness or the torch-free oracles, not torch's "
+                   "behaviour (CI runs these on the newest torch only)")
 
 
 @dataclass

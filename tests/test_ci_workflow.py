@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
+
 WORKFLOW = Path(__file__).parents[1] / "ci" / "workflows" / "gpu-conformance.yml"
 
 

@@ -11,6 +11,8 @@ from conformance.errors import ConfigError
 from conformance.matrix import DEFAULT_MATRIX, load_matrix
 from tests.conftest import SUITE
 
+pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
+
 CASES = [
     ("attention", "backwards_typo",
      "conformance_features: unknown feature 'backwards' for area attention "

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SUITE
+
+pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
 
 DEMO = Path(__file__).parent / "demo"
 

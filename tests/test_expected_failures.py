@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
 from conformance.matrix import DEFAULT_MATRIX
 from tests.conftest import SUITE
+
+pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
 
 DEMO = Path(__file__).parent / "demo"
 WRONG = "expected-fail for the wrong reason"

@@ -9,6 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
+
 DEMO = Path(__file__).parent / "demo"
 MATRIX = f"--device-matrix={DEMO / 'demo_matrix.yaml'}"
 SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "report.schema.json").read_text())

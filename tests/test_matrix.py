@@ -11,6 +11,8 @@ import yaml
 from conformance.errors import ConfigError
 from conformance.matrix import DEFAULT_MATRIX, load_matrix
 
+pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
+
 GOOD = {
     "version": 1,
     "areas": {"demo": {"description": "d", "dtypes": ["float32"], "builtins": ["m:f"]}},

@@ -4,7 +4,11 @@ plugged-in implementation."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import SUITE
+
+pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
 
 
 def test_torch_probe_note_only_on_torch_builtins(suite):

@@ -4,7 +4,11 @@ unsupported or skipped has not been tested, and the run says so and fails (unles
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import SUITE
+
+pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
 
 
 def test_impl_that_runs_nothing_fails_the_run(suite):

@@ -45,6 +45,7 @@ ITEM_EXPECT = pytest.StashKey[list]()
 
 
 NO_IMPL_MARK = pytest.mark.conformance_no_impl
+NOT_RUN_SHOWN = 5  # reasons listed per plugged-in implementation in the terminal summary
 
 
 class MatrixWarning(UserWarning):
@@ -433,6 +434,7 @@ class Accounting:
             return
         counts = self.collector.counts()
         tr.write_line(", ".join(f"{counts[o]} {o}" for o in OUTCOMES))
+        plugged = {i.name for i in self.state.registry.all() if i.origin != "builtin"}
         for area, impls in sorted(self.collector.by_area().items()):
             for impl, row in sorted(impls.items()):
                 margin = row["worst_margin"]
@@ -442,6 +444,9 @@ class Accounting:
                     f"failed {row['failed'] + row['error']:>3}  "
                     f"xfail {row['expected-fail']:>3}  unsupported {row['unsupported']:>4}  "
                     f"skipped {row['skipped']:>3}  worst margin {shown}")
+                if impl in plugged:  # a user's implementation: why the rest did not run
+                    for reason, n in list(row["not_run"].items())[:NOT_RUN_SHOWN]:
+                        tr.write_line(f"      not run: {n} {reason}")
         if self.state.report_dir is not None:
             tr.write_line(f"report: {self.state.report_dir / 'report.json'}, "
                           f"{self.state.report_dir / 'summary.md'}, {self.config.option.xmlpath}")

@@ -22,6 +22,8 @@ def test_impl_that_runs_nothing_fails_the_run(suite):
         " ran no check: 280 unsupported: implementation planted.cuda_only declares devices "
         "['cuda'], not cpu"), line
     assert run.report["vacuous"] and run.report["summary"]["unsupported"] == 280
+    assert "      not run: 280 unsupported: implementation planted.cuda_only declares " \
+           "devices ['cuda'], not cpu" in run.stdout
     row = run.report["areas"]["topk"]["planted.cuda_only"]
     assert row["ran"] == 0 and sum(row["not_run"].values()) == 280
     allowed = suite(*args, "--allow-empty")

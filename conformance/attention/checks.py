@@ -75,12 +75,19 @@ def call_impl(impl: Impl, case: AttnCase, q, k, v, block_mask, want_lse: bool) -
 
 
 def block_mask_for(case: AttnCase) -> Any:
+    """The case's BlockMask. A mask that is the same for every batch and head (its dense
+    form shows it) is built broadcast over them (B = H = None, as models do): on CPU,
+    create_block_mask evaluates the mask_mod for every (b, h, q, kv), and that was a third
+    of an eager FlexAttention test. Masks that vary by batch or head keep full (B, H)."""
     fn = case.mask_mod(case.device)
     if fn is None:
         return None
     from torch.nn.attention.flex_attention import create_block_mask
 
-    return create_block_mask(fn, case.batch, case.hq, case.sq, case.sk, device=case.device)
+    dense = case.dense_mask
+    same = dense is not None and bool((dense == dense[:1, :1]).all())
+    batch, heads = (None, None) if same else (case.batch, case.hq)
+    return create_block_mask(fn, batch, heads, case.sq, case.sk, device=case.device)
 
 
 def require_claimed(impl: Impl, case: AttnCase, *, lse: bool = False,

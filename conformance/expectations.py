@@ -41,17 +41,18 @@ class Observed:
         return f"raised {self.exc_types[0]}" + (f": {first[:200]}" if first else "")
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside an exception group (Hypothesis: several bugs), or [exc]."""
     group = getattr(exc, "exceptions", None)  # an ExceptionGroup (Hypothesis: several bugs)
     if isinstance(exc, BaseException) and isinstance(group, tuple) and group:
-        return [leaf for e in group for leaf in _leaves(e)]
+        return [leaf for e in group for leaf in leaves(e)]
     return [exc]
 
 
 def observe(exc: BaseException) -> list[Observed]:
     """What failed: one Observed per failure (an exception group gives several)."""
     out = []
-    for leaf in _leaves(exc):
+    for leaf in leaves(exc):
         names = tuple(c.__name__ for c in type(leaf).__mro__ if c is not object)
         check = leaf.check if isinstance(leaf, CheckFailure) else None
         out.append(Observed(check, names, str(leaf)))

@@ -14,15 +14,10 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from conformance.expectations import CheckFailure
+from conformance.expectations import CheckFailure, leaves
 from conformance.registry import Impl
 
 TRACEBACK_TAIL = 40  # lines of pytest's report kept below the block
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    group = getattr(exc, "exceptions", None)
-    return _leaf(group[0]) if isinstance(group, tuple) and group else exc
 
 
 def _impl_files(impl: Impl) -> set[str]:
@@ -59,7 +54,7 @@ def classify_exception(exc: BaseException, impl: Impl | None,
     """The one-line verdict for an exception, or None for a failed conformance check.
     With ``wrong_reason`` (an expected failure that raised instead), that verdict says
     where the exception came from."""
-    leaf = _leaf(exc)
+    leaf = leaves(exc)[0]
     if isinstance(leaf, CheckFailure):
         return None
     inside = raised_inside(leaf, impl)

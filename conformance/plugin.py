@@ -27,7 +27,6 @@ from conformance.report import (
     REASON_KEY,
     RECORD_KEY,
     Collector,
-    _user_property,
 )
 from conformance.runstate import PROFILES, RunState
 from conformance.versions import installed_version
@@ -305,42 +304,42 @@ def rng(request: pytest.FixtureRequest, conformance_state: RunState) -> np.rando
     return np.random.default_rng([conformance_state.seed, salt])
 
 
-def _judge_expected_failure(item: pytest.Item, call: pytest.CallInfo,
-                            report: pytest.TestReport) -> None:
-    """An xfail that failed in another way than its matrix entry states is a failure."""
+def _wrong_reason(item: pytest.Item, call: pytest.CallInfo,
+                  report: pytest.TestReport) -> str | None:
+    """For an xfail that failed in another way than its matrix entry states: the verdict
+    (the report becomes a failure); else None."""
     expected = item.stash.get(ITEM_EXPECT, None)
     if not expected or report.when != "call" or call.excinfo is None:
-        return
+        return None
     if not (report.skipped and hasattr(report, "wasxfail")):
-        return
+        return None
     verdict = wrong_reason(expected, observe(call.excinfo.value))
-    if verdict is None:
-        return
-    report.outcome = "failed"
-    del report.wasxfail
-    report.longrepr = f"{verdict}\n\n{report.longreprtext}"
-    report.user_properties.append((REASON_KEY, verdict))
+    if verdict is not None:
+        report.outcome = "failed"
+        del report.wasxfail
+    return verdict
 
 
-def _explain_exception(item: pytest.Item, call: pytest.CallInfo,
-                       report: pytest.TestReport) -> None:
-    """An exception (not a failed check) gets the uniform block: raised by the
-    implementation, or an error of the suite itself."""
+def _explain_failure(item: pytest.Item, call: pytest.CallInfo,
+                     report: pytest.TestReport) -> None:
+    """A wrong-reason expected failure is a failure headed by its verdict; an exception
+    (not a failed check) gets the uniform block: raised by the implementation, or an error
+    of the suite itself. The one-line reason goes to the report."""
+    wrong = _wrong_reason(item, call, report)
     if report.when != "call" or not report.failed or call.excinfo is None:
         return
     impl = item.callspec.params.get("impl") if hasattr(item, "callspec") else None
-    wrong = _user_property(report, REASON_KEY)
     verdict = classify_exception(call.excinfo.value, impl if isinstance(impl, Impl) else None,
                                  wrong)
-    if verdict is None:
-        return
-    block = context_block(verdict, item.stash.get(ITEM_RECORD, None), item.stash[ITEM_META])
     original = report.longreprtext
-    if wrong:
-        original = original.split("\n\n", 1)[-1]
-    report.longrepr = f"{block}\n\n{tail(original)}"
-    report.user_properties = [p for p in report.user_properties if p[0] != REASON_KEY]
-    report.user_properties.append((REASON_KEY, verdict))
+    if verdict is not None:
+        block = context_block(verdict, item.stash.get(ITEM_RECORD, None),
+                              item.stash[ITEM_META])
+        report.longrepr = f"{block}\n\n{tail(original)}"
+    elif wrong is not None:  # a failed check, but not the one the entry expects
+        verdict, report.longrepr = wrong, f"{wrong}\n\n{original}"
+    if verdict is not None:
+        report.user_properties.append((REASON_KEY, verdict))
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: sees the xfail verdict
@@ -350,8 +349,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if meta is None:
         return
     report = outcome.get_result()
-    _judge_expected_failure(item, call, report)
-    _explain_exception(item, call, report)
+    _explain_failure(item, call, report)
     report.user_properties.append((META_KEY, json.dumps(meta, default=str)))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:

@@ -6,6 +6,14 @@
 
 Every profile seeds Hypothesis from ``--seed`` (printed in the header and in every failure's
 reproduce line) and uses no example database, so a run is reproduced by its command line.
+
+Hypothesis (6.13x and later) also draws about 5 % of its integers and floats from a pool of
+constants found in the *local modules loaded so far* (sys.modules outside site-packages).
+That pool differs between a whole run and a one-test reproduce, and within a run it grows
+as tests import modules (Inductor writes its generated code as local modules) in an order
+set by xdist's scheduling: the same seed then draws other cases, and a failure's reproduce
+line does not reproduce it. ``apply_profile`` therefore keeps the pool empty (Hypothesis's
+built-in constants stay): the draws depend on the seed and the test alone.
 """
 
 from __future__ import annotations
@@ -31,6 +39,33 @@ def apply_profile(profile: str, seed: int) -> None:
         )
     settings.load_profile(f"conformance-{profile}")
     core.global_force_seed = seed
+    _no_local_constants()
+
+
+def _no_local_constants() -> None:
+    """Empty Hypothesis's pool of constants from loaded local modules (see the module
+    docstring); a Hypothesis without the pool needs nothing."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a Hypothesis without this module
+        return
+    if not hasattr(providers, "_get_local_constants") or not hasattr(providers, "Constants"):
+        return
+    empty = providers.Constants()
+    providers._get_local_constants = lambda: empty
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if cache is not None and hasattr(cache, "cache"):
+        cache.cache.clear()
+
+
+def local_constants() -> object | None:
+    """The pool Hypothesis draws local constants from (None where it has none)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover
+        return None
+    getter = getattr(providers, "_get_local_constants", None)
+    return getter() if getter is not None else None
 
 
 def scale(profile: str, ci: int, dev: int, thorough: int) -> int:

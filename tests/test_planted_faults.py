@@ -28,6 +28,7 @@ PLANTED = [
     ("attention", "attention_faults:gqa_head_modulo", "out within"),
     ("attention", "attention_faults:tiled_no_rescale", "out within"),
     ("attention", "attention_faults:upcast_output", "output structure"),
+    ("attention", "attention_faults:tf32_scores", "within"),
     ("attention", "triton_faults:no_rescale", "within"),
     ("attention", "triton_faults:off_by_one_key", "within"),
     ("attention", "triton_faults:drops_last_partial_block", "within"),

@@ -16,6 +16,7 @@ import torch
 from conformance.attention.cases import AttnCase, index_grid
 from conformance.tensors import exact_numpy
 from oracles import attention as oracle
+from oracles import attention_bounds as bounds
 
 
 @dataclass
@@ -26,22 +27,36 @@ class Reference:
     dk: np.ndarray | None = None
     dv: np.ndarray | None = None
     terms: dict[str, float] = field(default_factory=dict)  # magnitudes for atol
+    score_error: dict[str, float] = field(default_factory=dict)  # score rounding, propagated
 
 
-def _mods_on_scores(case: AttnCase, s: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """f(s) and f'(s) for the case's score_mod f, evaluated by torch in float64 on the CPU.
-    For extended-precision scores the part of s below float64 is carried to first order:
-    f(s) = f(s64) + f'(s64) (s - s64)."""
+# The unit roundoff of a score's dot product: float32 accumulation for 16-bit and float32
+# inputs (as every FlashAttention kernel, SDPA and FlexAttention backend does), float64 for
+# float64. A kernel that accumulates scores in a lower precision is outside the bound.
+ACCUMULATION_UNIT_ROUNDOFF = {torch.float16: 2.0**-24, torch.bfloat16: 2.0**-24,
+                              torch.float32: 2.0**-24, torch.float64: 2.0**-53}
+
+
+def _mods_on_scores(case: AttnCase, s: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """f(s), f'(s) and f''(s) for the case's score_mod f, evaluated by torch in float64 on
+    the CPU. For extended-precision scores the part of s below float64 is carried to first
+    order: f(s) = f(s64) + f'(s64) (s - s64)."""
     fn = case.score_mod_fn("cpu")
     if fn is None:
-        return s, None
+        return s, None, None
     s64 = s.astype(np.float64)
     score = torch.from_numpy(s64).requires_grad_(True)
     b, h, q, kv = index_grid(case.batch, case.hq, case.sq, case.sk)
     modded = fn(score, b, h, q, kv)
-    (grad,) = torch.autograd.grad(modded.sum(), score)
-    f, df = modded.detach().numpy().astype(s.dtype), grad.numpy().astype(s.dtype)
-    return f + df * (s - s64.astype(s.dtype)), df
+    (grad,) = torch.autograd.grad(modded.sum(), score, create_graph=True)
+    if grad.requires_grad:
+        (grad2,) = torch.autograd.grad(grad.sum(), score, allow_unused=True)
+    else:
+        grad2 = None  # f' does not depend on s: an additive (or constant-slope) mod
+    f, df = modded.detach().numpy().astype(s.dtype), grad.detach().numpy().astype(s.dtype)
+    d2f = None if grad2 is None else grad2.numpy().astype(s.dtype)
+    return f + df * (s - s64.astype(s.dtype)), df, d2f
 
 
 def work_precision(dtype: torch.dtype) -> type:
@@ -54,19 +69,30 @@ def oracle_reference(case: AttnCase, q, k, v, d_out=None) -> Reference:
     work = work_precision(case.dtype)
     q64, k64, v64 = exact_numpy(q), exact_numpy(k), exact_numpy(v)
     s = oracle.raw_scores(q64, k64, case.scale, work)
-    modded, deriv = _mods_on_scores(case, s)
+    modded, deriv, deriv2 = _mods_on_scores(case, s)
     fwd = oracle.forward(q64, k64, v64, scale=case.scale, modified_scores=modded,
                          mask=case.dense_mask, work=work, terms=True)
     # Probabilities computed from scores of magnitude |s'| carry a relative error of about
     # eps * |s'| (exp's condition number), whatever the algorithm; hence the (1 + max|s'|).
     amplify = 1.0 + fwd.score_max
+    # The scores' own rounding (a D-term dot product), carried through softmax and the
+    # gradients: oracles/attention_bounds.py.
+    raw_delta = bounds.raw_score_error(q64, k64, case.scale,
+                                       ACCUMULATION_UNIT_ROUNDOFF[case.dtype], work)
+    delta = raw_delta if deriv is None else np.abs(deriv) * raw_delta
     ref = Reference(fwd.out, fwd.lse,
-                    terms={"out": amplify * fwd.out_terms, "lse": fwd.lse_terms})
+                    terms={"out": amplify * fwd.out_terms, "lse": fwd.lse_terms},
+                    score_error=bounds.forward_bounds(fwd.probs, fwd.out, v64, delta))
     if d_out is not None:
-        g = oracle.backward(q64, k64, v64, exact_numpy(d_out), fwd, scale=case.scale,
+        do64 = exact_numpy(d_out)
+        g = oracle.backward(q64, k64, v64, do64, fwd, scale=case.scale,
                             score_derivative=deriv, work=work, terms=True)
         ref.dq, ref.dk, ref.dv = g.dq, g.dk, g.dv
         ref.terms.update({k: amplify * t for k, t in g.terms.items()})
+        ref.score_error.update(bounds.backward_bounds(
+            fwd.probs, fwd.out, np.asarray(q64, work), np.asarray(k64, work),
+            np.asarray(v64, work), np.asarray(do64, work), delta, scale=case.scale,
+            deriv=deriv, deriv2=deriv2, raw_delta=raw_delta))
     return ref
 
 

@@ -21,8 +21,15 @@ def _grid(b: int, h: int, sq: int, sk: int, device: torch.device) -> tuple[torch
             torch.arange(sk, device=device).view(1, 1, 1, -1))
 
 
+def _tf32(x: torch.Tensor) -> torch.Tensor:
+    """float32 rounded to TF32's 10 mantissa bits (to nearest): what a tensor core's TF32
+    mode does to float32 operands."""
+    bits = x.float().contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
 def _prepare(q, k, v, score_mod, block_mask, scale, *, wrong_scale=False, head_mod=False,
-             top_left_causal=False):
+             top_left_causal=False, tf32_scores=False):
     """Scores (after score_mod), keep-mask, expanded V: the shared front half."""
     b, hq, sq, d = q.shape
     hkv, sk = k.shape[1], k.shape[2]
@@ -31,7 +38,9 @@ def _prepare(q, k, v, score_mod, block_mask, scale, *, wrong_scale=False, head_m
     ke, ve = k[:, heads].float(), v[:, heads].float()
     if scale is None:
         scale = 1.0 / d if wrong_scale else 1.0 / math.sqrt(d)
-    s = torch.matmul(q.float(), ke.transpose(-1, -2)) * scale
+    qs = _tf32(q) if tf32_scores else q.float()
+    ke = _tf32(ke) if tf32_scores else ke
+    s = torch.matmul(qs, ke.transpose(-1, -2)) * scale
     grid = _grid(b, hq, sq, sk, q.device)
     if score_mod is not None:
         s = score_mod(s, *grid)
@@ -65,8 +74,8 @@ def _finish(out, lse, q, return_lse):
 
 
 def _make(**bugs):
-    front = {k: bugs.pop(k) for k in ("wrong_scale", "head_mod", "top_left_causal")
-             if k in bugs}
+    front = {k: bugs.pop(k) for k in ("wrong_scale", "head_mod", "top_left_causal",
+                                      "tf32_scores") if k in bugs}
 
     def attention(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
                   return_lse=False):
@@ -83,6 +92,7 @@ lse_in_log2 = _make(log2_lse=True)
 causal_top_left = _make(top_left_causal=True)
 mask_after_softmax = _make(mask_after=True)
 gqa_head_modulo = _make(head_mod=True)
+tf32_scores = _make(tf32_scores=True)  # float32 scores from TF32 operands (allow_tf32)
 
 
 def _dense_only(fn):
@@ -158,6 +168,8 @@ for _name, _fn in list(globals().items()):
     if callable(_fn) and _name in {"correct_dense", "wrong_scale", "lse_in_log2",
                                    "causal_top_left", "mask_after_softmax", "gqa_head_modulo",
                                    "tiled_correct", "tiled_no_rescale", "dense_only_correct",
-                                   "dense_only_gqa_head_modulo", "upcast_output"}:
+                                   "dense_only_gqa_head_modulo", "upcast_output",
+                                   "tf32_scores"}:
         _fn.conformance_name = f"planted.{_name}"
         _fn.conformance_dtypes = ["float16", "bfloat16", "float32"]
+tf32_scores.conformance_dtypes = ["float32"]  # 16-bit operands are exact in TF32

@@ -41,18 +41,21 @@ def measure(root: Path, spec: str, scope: list[str]) -> dict:
         cmd = [sys.executable, "-m", "pytest", "conformance/attention", "-n", "0", "-q",
                "-p", "no:cacheprovider", "--no-builtins", f"--impl=attention=planted.{spec}",
                "--report", tmp, *scope]
-        subprocess.run(cmd, cwd=root, capture_output=True, text=True,
-                       env={"PYTHONPATH": str(root), **_env()})
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
+                              env={**_env(), "PYTHONPATH": f"{root / 'tests'}:{root}"})
+        if not (Path(tmp) / "report.json").exists():
+            raise SystemExit(f"{spec}: no report\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
         data = json.loads((Path(tmp) / "report.json").read_text())
     ran = [r for r in data["results"] if r["outcome"] in ("passed", "failed")]
     failed = [r for r in ran if r["outcome"] == "failed"]
-    ratios = [c["margin"] for r in failed for c in r["checks"]
-              if c.get("failures") and c.get("margin") is not None]
-    worst = [r["worst_margin"] for r in ran if r["worst_margin"] is not None]
+    ratios = [float(c["margin"]) for r in failed for c in r["checks"]
+              if c.get("failures") and c.get("margin") is not None]  # "inf" comes as text
+    worst = [float(r["worst_margin"]) for r in ran
+             if r["outcome"] == "passed" and r["worst_margin"] is not None]
     return {"spec": spec, "ran": len(ran), "failed": len(failed),
             "median_failing_ratio": statistics.median(ratios) if ratios else None,
             "min_failing_ratio": min(ratios) if ratios else None,
-            "max_margin": max(worst) if worst else None}
+            "max_passing_margin": max(worst) if worst else None}
 
 
 def fmt(x: float | None) -> str:
@@ -68,17 +71,20 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", type=Path, default=HERE)
     p.add_argument("--json", type=Path)
+    p.add_argument("--specs", nargs="*", help="only these faults")
     args = p.parse_args()
     rows = []
     print("| fault | tests ran | failed | median failing ratio | min failing ratio |"
-          " worst margin |\n|---|---|---|---|---|---|")
+          " worst passing margin |\n|---|---|---|---|---|---|")
     for spec, scope in FAULTS.items():
+        if args.specs and spec not in args.specs:
+            continue
         if not (args.root / "tests/planted" / (spec.split(":")[0] + ".py")).exists():
             continue
         row = measure(args.root, spec, scope)
         rows.append(row)
         print(f"| {spec} | {row['ran']} | {row['failed']} | {fmt(row['median_failing_ratio'])} "
-              f"| {fmt(row['min_failing_ratio'])} | {fmt(row['max_margin'])} |", flush=True)
+              f"| {fmt(row['min_failing_ratio'])} | {fmt(row['max_passing_margin'])} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--workers", default="auto")
     p.add_argument("--work", default=os.environ.get("TMPDIR", "/tmp") + "/fresh-seeds")
-    p.add_argument("--out", default=None, help="markdown table (and <out>.jsonl)")
+    p.add_argument("--out", default=None,
+                   help="markdown table of every run recorded in <out>.jsonl (appended to)")
     args = p.parse_args(argv)
     seeds = args.seeds or [secrets.randbelow(2**31) for _ in range(args.runs)]
     rows = []
@@ -112,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             with open(args.out + ".jsonl", "a") as fh:
                 fh.write(json.dumps(row) + "\n")
+    if args.out:
+        lines = Path(args.out + ".jsonl").read_text().splitlines()
+        every = [json.loads(line) for line in lines if line.strip()]
+        Path(args.out).write_text(table(every, "Fresh-seed campaign"))
     print(table(rows, f"Fresh-seed campaign: {args.label}"))
     return 1 if any(r["failures"] for r in rows) else 0
 

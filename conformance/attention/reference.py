@@ -76,13 +76,18 @@ def oracle_reference(case: AttnCase, q, k, v, d_out=None) -> Reference:
     # eps * |s'| (exp's condition number), whatever the algorithm; hence the (1 + max|s'|).
     amplify = 1.0 + fwd.score_max
     # The scores' own rounding (a D-term dot product), carried through softmax and the
-    # gradients: oracles/attention_bounds.py.
+    # gradients: oracles/attention_bounds.py. A bound needs no extended precision: float64
+    # (numpy's longdouble matmul has no BLAS and would dominate a float64 case).
+    f64 = np.float64
+    probs, out = np.asarray(fwd.probs, f64), np.asarray(fwd.out, f64)
     raw_delta = bounds.raw_score_error(q64, k64, case.scale,
-                                       ACCUMULATION_UNIT_ROUNDOFF[case.dtype], work)
-    delta = raw_delta if deriv is None else np.abs(deriv) * raw_delta
+                                       ACCUMULATION_UNIT_ROUNDOFF[case.dtype])
+    d1 = None if deriv is None else np.asarray(deriv, f64)
+    d2 = None if deriv2 is None else np.asarray(deriv2, f64)
+    delta = raw_delta if d1 is None else np.abs(d1) * raw_delta
     ref = Reference(fwd.out, fwd.lse,
                     terms={"out": amplify * fwd.out_terms, "lse": fwd.lse_terms},
-                    score_error=bounds.forward_bounds(fwd.probs, fwd.out, v64, delta))
+                    score_error=bounds.forward_bounds(probs, out, v64, delta))
     if d_out is not None:
         do64 = exact_numpy(d_out)
         g = oracle.backward(q64, k64, v64, do64, fwd, scale=case.scale,
@@ -90,9 +95,8 @@ def oracle_reference(case: AttnCase, q, k, v, d_out=None) -> Reference:
         ref.dq, ref.dk, ref.dv = g.dq, g.dk, g.dv
         ref.terms.update({k: amplify * t for k, t in g.terms.items()})
         ref.score_error.update(bounds.backward_bounds(
-            fwd.probs, fwd.out, np.asarray(q64, work), np.asarray(k64, work),
-            np.asarray(v64, work), np.asarray(do64, work), delta, scale=case.scale,
-            deriv=deriv, deriv2=deriv2, raw_delta=raw_delta))
+            probs, out, q64, k64, v64, do64, delta, scale=case.scale, deriv=d1, deriv2=d2,
+            raw_delta=raw_delta))
     return ref
 
 

@@ -43,6 +43,8 @@ def run_once(seed: int, args: argparse.Namespace, extra: list[str]) -> dict:
                                 proc.stderr[-2000:], "reproduce": " ".join(cmd[1:])})
         return row
     row["summary"] = data["summary"]
+    env = data.get("environment", {})
+    row["environment"] = {k: env.get(k) for k in ("torch", "python", "cpu", "platform")}
     for res in data["results"]:
         margin = res.get("worst_margin")
         if margin is not None and res["outcome"] == "passed":
@@ -58,7 +60,11 @@ def run_once(seed: int, args: argparse.Namespace, extra: list[str]) -> dict:
 
 
 def table(rows: list[dict], title: str) -> str:
-    lines = [f"# {title}", "",
+    envs = sorted({json.dumps(r.get("environment"), sort_keys=True) for r in rows
+                   if r.get("environment")})
+    lines = [f"# {title}", "", *(f"Environment: `{e}`" for e in envs), "",
+             "Reproduce a run: `python -m pytest -n auto -q -p no:cacheprovider --device=cpu "
+             "--profile=<profile> --seed=<seed> [<label's paths>]`.", "",
              "| label | seed | profile | wall (s) | passed | failed | errors | xfail | failures |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -83,6 +89,12 @@ def table(rows: list[dict], title: str) -> str:
     return "\n".join(lines)
 
 
+def write_table(out: str) -> None:
+    lines = Path(out + ".jsonl").read_text().splitlines()
+    every = [json.loads(line) for line in lines if line.strip()]
+    Path(out).write_text(table(every, "Fresh-seed campaign"))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra: list[str] = []
@@ -100,7 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default=os.environ.get("TMPDIR", "/tmp") + "/fresh-seeds")
     p.add_argument("--out", default=None,
                    help="markdown table of every run recorded in <out>.jsonl (appended to)")
+    p.add_argument("--table-only", action="store_true",
+                   help="rewrite <out> from <out>.jsonl without running")
     args = p.parse_args(argv)
+    if args.table_only:
+        write_table(args.out)
+        return 0
     seeds = args.seeds or [secrets.randbelow(2**31) for _ in range(args.runs)]
     rows = []
     for i, seed in enumerate(seeds, 1):
@@ -114,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.out + ".jsonl", "a") as fh:
                 fh.write(json.dumps(row) + "\n")
     if args.out:
-        lines = Path(args.out + ".jsonl").read_text().splitlines()
-        every = [json.loads(line) for line in lines if line.strip()]
-        Path(args.out).write_text(table(every, "Fresh-seed campaign"))
+        write_table(args.out)
     print(table(rows, f"Fresh-seed campaign: {args.label}"))
     return 1 if any(r["failures"] for r in rows) else 0
 

@@ -160,6 +160,10 @@ def test_growing_scores(impl, dtype, device, record, growth):
 # mask, score_mod, scale, seed), checked forward (with lse where declared) and backward.
 FRESH_SEED_CASES = {
     "flash_cpu-dV-causal_tl": (2, 1, 1, 3, 128, 64, 64, "causal_tl", None, 0.3, 0),
+    # triton_fa's lse at one key: lse = s', so its only error is the dot product's rounding
+    # (old ratios 2.56 and 1.43; the issue's was 2.62)
+    "triton_fa-lse-sk1-a": (1, 1, 1, 1, 1, 64, 16, None, None, None, 50),
+    "triton_fa-lse-sk1-b": (1, 1, 1, 1, 1, 64, 16, None, None, None, 40),
 }
 
 

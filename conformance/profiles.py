@@ -58,16 +58,6 @@ def _no_local_constants() -> None:
         cache.cache.clear()
 
 
-def local_constants() -> object | None:
-    """The pool Hypothesis draws local constants from (None where it has none)."""
-    try:
-        from hypothesis.internal.conjecture import providers
-    except ImportError:  # pragma: no cover
-        return None
-    getter = getattr(providers, "_get_local_constants", None)
-    return getter() if getter is not None else None
-
-
 def scale(profile: str, ci: int, dev: int, thorough: int) -> int:
     """Pick a size by profile (for sweeps that are not Hypothesis-driven)."""
     return {"ci": ci, "dev": dev, "thorough": thorough}[profile]

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from oracles.attention import expand_kv, raw_scores, reduce_kv
+
 
 def gamma(n: int, unit_roundoff: float) -> float:
     """gamma_n = n u / (1 - n u): the relative error bound of an n-term dot product."""
@@ -43,17 +45,8 @@ def raw_score_error(q: np.ndarray, k: np.ndarray, scale: float | None, unit_roun
                     work: type = np.float64) -> np.ndarray:
     """gamma_D |scale| |q| |k|^T, (B, Hq, Sq, Sk): the bound on each raw score's rounding
     for a dot product accumulated with ``unit_roundoff`` (GQA expanded as in the oracle)."""
-    q, k = np.abs(np.asarray(q, work)), np.abs(np.asarray(k, work))
-    d = q.shape[-1]
-    mag = 1 / np.sqrt(work(d)) if scale is None else abs(work(scale))
-    group = q.shape[1] // k.shape[1]
-    ke = np.repeat(k, group, axis=1)
-    return gamma(d, unit_roundoff) * mag * np.matmul(q, np.swapaxes(ke, -1, -2))
-
-
-def _reduce(x: np.ndarray, group: int) -> np.ndarray:
-    b, h, s, d = x.shape
-    return x.reshape(b, h // group, group, s, d).sum(axis=2)
+    mag = None if scale is None else abs(scale)
+    return gamma(q.shape[-1], unit_roundoff) * raw_scores(np.abs(q), np.abs(k), mag, work)
 
 
 def _max(x: np.ndarray) -> float:
@@ -64,7 +57,7 @@ def forward_bounds(probs: np.ndarray, out: np.ndarray, v: np.ndarray,
                    delta: np.ndarray) -> dict[str, float]:
     """Bounds on |d out| and |d lse| for modified-score errors |ds'| <= ``delta``."""
     group = probs.shape[1] // v.shape[1]
-    ve = np.abs(np.repeat(v, group, axis=1))
+    ve = np.abs(expand_kv(v, group))
     p_delta = probs * delta
     m = p_delta.sum(axis=-1, keepdims=True)
     e_out = np.matmul(p_delta, ve) + np.abs(out) * m
@@ -80,14 +73,14 @@ def backward_bounds(probs: np.ndarray, out: np.ndarray, q: np.ndarray, k: np.nda
     ``deriv``/``deriv2`` are f'(s) and f''(s) of the score modification, ``raw_delta``
     the raw-score bound (for the change of f'(s))."""
     group = probs.shape[1] // v.shape[1]
-    ke, ve = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    ke, ve = expand_kv(k, group), expand_kv(v, group)
     mag = 1 / np.sqrt(q.shape[-1]) if scale is None else abs(scale)
     p_delta = probs * delta
     m = p_delta.sum(axis=-1, keepdims=True)
     e_p = probs * (delta + m)
     e_out = np.matmul(p_delta, np.abs(ve)) + np.abs(out) * m
     abs_do = np.abs(d_out)
-    e_dv = _reduce(np.matmul(np.swapaxes(e_p, -1, -2), abs_do), group)
+    e_dv = reduce_kv(np.matmul(np.swapaxes(e_p, -1, -2), abs_do), group)
     dp_minus = np.matmul(d_out, np.swapaxes(ve, -1, -2)) - (d_out * out).sum(-1, keepdims=True)
     e_rowsum = (abs_do * e_out).sum(axis=-1, keepdims=True)
     e_ds = e_p * np.abs(dp_minus) + probs * e_rowsum
@@ -96,5 +89,5 @@ def backward_bounds(probs: np.ndarray, out: np.ndarray, q: np.ndarray, k: np.nda
         if deriv2 is not None and raw_delta is not None:
             e_ds += np.abs(probs * dp_minus) * np.abs(deriv2) * raw_delta
     e_dq = mag * np.matmul(e_ds, np.abs(ke))
-    e_dk = _reduce(mag * np.matmul(np.swapaxes(e_ds, -1, -2), np.abs(q)), group)
+    e_dk = reduce_kv(mag * np.matmul(np.swapaxes(e_ds, -1, -2), np.abs(q)), group)
     return {"dq": _max(e_dq), "dk": _max(e_dk), "dv": _max(e_dv)}

@@ -89,10 +89,15 @@ def table(rows: list[dict], title: str) -> str:
     return "\n".join(lines)
 
 
+NOTES = "## Notes"
+
+
 def write_table(out: str) -> None:
     lines = Path(out + ".jsonl").read_text().splitlines()
     every = [json.loads(line) for line in lines if line.strip()]
-    Path(out).write_text(table(every, "Fresh-seed campaign"))
+    old = Path(out).read_text() if Path(out).exists() else ""
+    notes = old[old.index(NOTES):] if NOTES in old else ""  # hand-written, kept
+    Path(out).write_text(table(every, "Fresh-seed campaign") + ("\n" + notes if notes else ""))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,13 +14,14 @@ The tests (all pure numpy/scipy):
 - ``ks_test``: Kolmogorov-Smirnov against a CDF, exact for samples rounded to a floating
   format (the CDF is evaluated at the rounding boundaries, so the null is the continuous
   distribution pushed through round-to-nearest); conservative for discrete nulls.
-- ``cvm_test``: Cramér-von Mises against a continuous CDF.
-- ``chisquare_test``: chi-square over cells with pooled tails (expected count >= 20).
+- ``cvm_test``: Cramér-von Mises against a continuous CDF (the limiting law's tail).
+- ``chisquare_test``: chi-square over cells with pooled tails (expected count >= 20),
+  its tail exact-conservative at ALPHA (``conformance.stat_tails``).
 - ``mean_test``: the targeted test: the sample mean of a bounded test function ``g``
   (a score of a location, scale or probability parameter) against its exact mean and
   variance under the null; the most powerful test against small parameter errors.
 - ``two_sample_test``: Kolmogorov-Smirnov (continuous) or chi-square homogeneity
-  (discrete) between two samples (the device's and the CPU's).
+  (discrete; exact-conservative tail) between two samples (the device's and the CPU's).
 - ``serial_test``: lag-1 autocorrelation, and the largest autocorrelation over all lags
   (a stream that repeats a block of itself), of values mapped to [0, 1] by the null's CDF.
 """
@@ -35,6 +36,14 @@ import numpy as np
 from scipy import stats as sps
 
 from conformance.compare import Measurement
+from conformance.stat_tails import chisquare_from_z, cvm_sf, sequential_hypergeom_z, sequential_z
+from oracles.formats import (  # noqa: F401 (re-exported)
+    FORMATS,
+    FloatFormat,
+    representable,
+    round_to,
+    rounding_cells,
+)
 
 FAMILY_ALPHA = 1e-6
 CHECK_BUDGET = 5000
@@ -63,85 +72,6 @@ class TestResult:
         text = (f"p = {self.pvalue:.3g} vs alpha {self.alpha:.3g} (statistic "
                 f"{self.statistic:.5g}, n = {self.n}){'; ' + self.detail if self.detail else ''}")
         return Measurement(self.name, measured, -math.log10(self.alpha), text)
-
-
-# ---- floating formats and rounding cells -------------------------------------------------
-
-@dataclass(frozen=True)
-class FloatFormat:
-    """A binary floating format: ``digits`` significand bits (implicit bit included)."""
-
-    name: str
-    digits: int
-    emin: int
-    emax: int
-
-    @property
-    def max_finite(self) -> float:
-        return math.ldexp(2.0 - math.ldexp(1.0, 1 - self.digits), self.emax)
-
-    @property
-    def overflow_threshold(self) -> float:
-        """Values at or above this round to +inf (round to nearest, ties to even)."""
-        return math.ldexp(2.0 - math.ldexp(1.0, -self.digits), self.emax)
-
-
-FORMATS = {
-    "float16": FloatFormat("float16", 11, -14, 15),
-    "bfloat16": FloatFormat("bfloat16", 8, -126, 127),
-    "float32": FloatFormat("float32", 24, -126, 127),
-    "float64": FloatFormat("float64", 53, -1022, 1023),
-}
-
-
-def rounding_cells(values: np.ndarray, fmt: FloatFormat | None) -> tuple[np.ndarray, np.ndarray]:
-    """For values representable in ``fmt``: the interval ``[lo, hi)`` of reals that round to
-    each (round to nearest). ``fmt`` None or float64: the values themselves (continuous)."""
-    v = np.asarray(values, dtype=np.float64)
-    if fmt is None or fmt.digits >= 53:
-        return v, v
-    a = np.abs(v)
-    mant, e = np.frexp(np.where(np.isfinite(a), a, 1.0))  # a = mant 2^e, mant in [0.5, 1)
-    e = np.maximum(np.where(np.isinf(a), fmt.emax, np.where(a > 0, e - 1, fmt.emin)), fmt.emin)
-    ulp = np.ldexp(1.0, e - fmt.digits + 1)
-    # below a power of two (not subnormal) the spacing halves
-    pow2 = (mant == 0.5) & (e > fmt.emin)
-    up, down = a + ulp / 2, a - np.where(pow2, ulp / 4, ulp / 2)
-    up = np.where(a == fmt.max_finite, fmt.overflow_threshold, up)
-    up = np.where(np.isinf(a), np.inf, up)
-    down = np.where(np.isinf(a), fmt.overflow_threshold, down)
-    down = np.where(a == 0, -up, down)
-    lo = np.where(v < 0, -up, down)
-    hi = np.where(v < 0, -down, up)
-    return lo, hi
-
-
-def representable(fmt: FloatFormat) -> np.ndarray:
-    """Every value of a 16-bit format, sorted, with ±inf, no NaN, one zero."""
-    bits = np.arange(2**16, dtype=np.uint32)
-    if fmt.name == "float16":
-        vals = bits.astype(np.uint16).view(np.float16).astype(np.float64)
-    else:
-        with np.errstate(invalid="ignore"):
-            vals = (bits << 16).view(np.float32).astype(np.float64)
-    return np.unique(vals[~np.isnan(vals)] + 0.0)
-
-
-def round_to(values: np.ndarray, fmt: FloatFormat | None) -> np.ndarray:
-    """float64 values rounded to nearest (ties to even) in ``fmt``, as float64."""
-    v = np.asarray(values, dtype=np.float64)
-    if fmt is None or fmt.name == "float64":
-        return v
-    if fmt.name == "float16":
-        with np.errstate(over="ignore"):
-            return v.astype(np.float16).astype(np.float64)
-    with np.errstate(over="ignore"):
-        f = v.astype(np.float32)
-    if fmt.name == "float32":
-        return f.astype(np.float64)
-    b = np.atleast_1d(f).view(np.uint32).astype(np.uint64)
-    b = ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
-    return b.view(np.float32).astype(np.float64).reshape(v.shape)
 
 
 # ---- tests ---------------------------------------------------------------------------------
@@ -183,17 +113,12 @@ def ks_pmf_test(x: np.ndarray, values: np.ndarray, probs: np.ndarray,
 
 def cvm_test(x: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray],
              name: str = "Cramér-von Mises") -> TestResult:
-    """Cramér-von Mises against a continuous CDF (float32/float64 samples); the p-value
-    from scipy's finite-n distribution of W^2 (Csörgő and Faraway)."""
+    """Cramér-von Mises against a continuous CDF (float32/float64 samples, n >= 1e5); the
+    p-value from the limiting law's tail (``stat_tails.cvm_sf``, monotone everywhere)."""
     u = np.sort(cdf(np.asarray(x, dtype=np.float64)))
     n = u.size
     w2 = float(1 / (12 * n) + np.sum((u - (2 * np.arange(1, n + 1) - 1) / (2 * n)) ** 2))
-    try:
-        from scipy.stats._hypotests import _cdf_cvm
-    except ImportError:  # pragma: no cover - private scipy API moved
-        r = sps.cramervonmises(np.asarray(x, dtype=np.float64), cdf)
-        return TestResult(name, float(r.statistic), float(max(r.pvalue, 0.0)), n)
-    return TestResult(name, w2, float(max(0.0, 1.0 - _cdf_cvm(w2, n))), n)
+    return TestResult(name, w2, cvm_sf(w2), n, "W^2, limiting law")
 
 
 def pool_cells(counts: np.ndarray, probs: np.ndarray, n: int,
@@ -220,22 +145,28 @@ def pool_cells(counts: np.ndarray, probs: np.ndarray, n: int,
 
 def chisquare_test(counts: np.ndarray, probs: np.ndarray, name: str = "chi-square",
                    extra: int = 0) -> TestResult:
-    """Pearson chi-square of cell counts against cell probabilities (pooled to expected
-    >= 20). ``extra`` counts observations outside every cell: a certain rejection."""
+    """Chi-square of cell counts against cell probabilities (pooled to expected >= 20),
+    with a null tail that holds at ALPHA: the sum of the cells' sequential exact-binomial
+    normal scores against chi-square(k - 1), conservative (``stat_tails``). ``extra``
+    counts observations outside every cell: a certain rejection."""
     counts = np.asarray(counts, dtype=np.float64)
     probs = np.asarray(probs, dtype=np.float64)
     n = int(counts.sum()) + extra
     if extra:
         return TestResult(name, math.inf, 0.0, n, f"{extra} values outside the support")
-    c, p = pool_cells(counts, probs / probs.sum(), n)
+    keep = (probs > 0) | (counts > 0)
+    if np.any(counts[probs <= 0] > 0):
+        bad = int(counts[probs <= 0].sum())
+        return TestResult(name, math.inf, 0.0, n, f"{bad} values in cells of probability 0")
+    c, p = pool_cells(counts[keep], probs[keep] / probs.sum(), n)
     if c.size < 2:
         return TestResult(name, 0.0, 1.0, n, "a single cell")
-    expected = p * n
-    stat = float(np.sum((c - expected) ** 2 / expected))
-    pval = float(sps.chi2.sf(stat, c.size - 1))
-    worst = int(np.argmax(np.abs(c - expected) / np.sqrt(expected)))
-    return TestResult(name, stat, pval, n, f"{c.size} cells; worst cell {worst}: "
-                      f"observed {c[worst]:.0f}, expected {expected[worst]:.1f}")
+    z = sequential_z(c, p)
+    stat, pval = chisquare_from_z(z)
+    worst = int(np.argmax(np.abs(z)))
+    return TestResult(name, stat, pval, n, f"{c.size} cells, sum of exact-binomial scores "
+                      f"z^2; worst cell {worst}: observed {c[worst]:.0f}, expected "
+                      f"{p[worst] * n:.1f}, z = {z[worst]:.2f}")
 
 
 def binned_chisquare(x: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray],
@@ -284,12 +215,11 @@ def two_sample_test(a: np.ndarray, b: np.ndarray, discrete: bool,
     groups = np.cumsum(np.concatenate([[0], np.diff(np.floor(np.cumsum(total) / 40))]) > 0)
     ga, gb = np.bincount(groups, weights=ca), np.bincount(groups, weights=cb)
     keep = ga + gb > 0
-    table = np.vstack([ga[keep], gb[keep]])
-    if table.shape[1] < 2:
+    if int(keep.sum()) < 2:
         return TestResult(name + " chi-square", 0.0, 1.0, a.size + b.size, "a single cell")
-    r = sps.chi2_contingency(table, correction=False)
-    return TestResult(name + " chi-square", float(r.statistic), float(r.pvalue),
-                      a.size + b.size, f"{table.shape[1]} cells")
+    stat, pval = chisquare_from_z(sequential_hypergeom_z(ga[keep], gb[keep]))
+    return TestResult(name + " chi-square", stat, pval, a.size + b.size,
+                      f"{int(keep.sum())} cells, sum of exact-hypergeometric scores z^2")
 
 
 def serial_test(u: np.ndarray, name: str = "lag-1 autocorrelation") -> TestResult:

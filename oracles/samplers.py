@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from conformance.stats import FloatFormat, representable, round_to, rounding_cells
+from oracles.formats import FloatFormat, representable, round_to, rounding_cells
 
 CLIP = 8.0  # standardised scores are clipped at ±CLIP sigma (keeps them bounded)
 G = Callable[[np.ndarray], np.ndarray]

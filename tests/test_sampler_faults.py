@@ -85,3 +85,40 @@ def test_declared_checks_fit_the_budget(suite):
     total = int(re.search(r"samplers: (\d+) statistical checks declared", run.stdout)[1])
     assert 0 < total <= CHECK_BUDGET
     print(f"declared statistical checks: {total} of {CHECK_BUDGET}")
+
+
+# (area, planted sampler, dtype, the check that must flag it)
+NEW_FAULTS = [
+    ("normal", "normal_truncated_3p5", "float32", "test_tails"),
+    ("normal", "normal_truncated_4sigma", "bfloat16", "test_tails"),
+    ("normal", "normal_box_muller_12bit", "float32", "test_tails"),
+    ("normal", "normal_box_muller_11bit", "float64", "test_tails"),
+    ("exponential", "exponential_16bit_uniform", "float32", "test_tails"),
+    ("normal", "normal_shared_radius", "float32", "test_independence"),
+    ("normal", "normal_overlapping_calls", "float32", "test_streams_do_not_overlap"),
+    ("normal", "normal_remainder_unscaled", "float32", "test_small_sizes"),
+]
+
+
+def test_tail_dependence_stream_and_remainder_faults_are_flagged(suite):
+    """Samplers right in the body and wrong in the far tails, with dependent draws, with
+    overlapping streams, or wrong only past the last multiple of 16: each flagged by the
+    check built for it, with its reproduce line; the correct twins pass those checks."""
+    checks = sorted({c for *_, c in NEW_FAULTS})
+    run = suite(str(SUITE / "samplers"), "-n", "0", "-q", "-p", "no:randomly",
+                "--no-builtins", "-k", f"({' or '.join(checks)}) and "
+                f"({' or '.join(sorted({d for _, _, d, _ in NEW_FAULTS}))})",
+                *_impls([(a, f) for a, f, _, _ in NEW_FAULTS]),
+                "--impl=sampler.normal=impls.samplers:normal",
+                "--impl=sampler.exponential=impls.samplers:exponential")
+    assert run.returncode == 1, run.output[-3000:]
+    results = _failed_by_impl(run)
+    for area, attr, dtype, check in NEW_FAULTS:
+        rows = [r for r in results.get(f"planted.{attr}", [])
+                if f"::{check}[" in r["nodeid"] and f"-{dtype}]" in r["nodeid"]]
+        assert rows and all(r["outcome"] == "failed" for r in rows), (attr, dtype, rows)
+        assert f"--impl=sampler.{area}=planted.sampler_faults:{attr}" in run.stdout
+    for twin in ("torch.normal_", "torch.exponential_"):
+        rows = results.get(twin, [])
+        bad = [r["nodeid"] for r in rows if r["outcome"] != "passed"]
+        assert len(rows) >= 8 and not bad, (twin, len(rows), bad)

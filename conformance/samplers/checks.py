@@ -8,6 +8,7 @@ test to bound the run's family of tests; see ``conformance.stats``).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -68,12 +69,29 @@ def fmt_of(dtype: torch.dtype) -> FloatFormat | None:
     return FORMATS.get(dtype_name(dtype)) if dtype.is_floating_point else None
 
 
+def prefilled(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+              method: str | None, params: tuple[Any, ...]) -> torch.Tensor:
+    """A tensor holding a value the law cannot produce (NaN, or an integer outside the
+    support), so that an element the sampler leaves unwritten fails the support check."""
+    if dtype.is_floating_point:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    if method is not None and not any(isinstance(p, torch.Tensor) for p in params):
+        lo, hi = oracle(method, tuple(float(p) for p in params)).dist.support()
+        info = torch.iinfo(dtype)
+        for v in (lo - 1, hi + 1):
+            if math.isfinite(v) and info.min <= v <= info.max:
+                return torch.full(shape, int(v), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
 def draw(impl: Any, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
-         params: tuple[Any, ...], seed: int, record: Record) -> torch.Tensor:
-    """Fill a fresh tensor through ``impl`` with a generator seeded ``seed``; require that
-    it was filled in place and returned."""
+         params: tuple[Any, ...], seed: int, record: Record, method: str | None = None
+         ) -> torch.Tensor:
+    """Fill a tensor (prefilled with an impossible value when ``method`` is given) through
+    ``impl`` with a generator seeded ``seed``; require that it was filled in place and
+    returned."""
     __tracebackhide__ = True
-    t = torch.empty(shape, dtype=dtype, device=device)
+    t = prefilled(shape, dtype, device, method, params)
     gen = torch.Generator(device=device).manual_seed(seed)
     out = impl(t, *params, generator=gen)
     require_in_place(record, t, out)
@@ -90,6 +108,13 @@ def require_in_place(record: Record, t: torch.Tensor, out: Any) -> None:
         problems.append("returned a different tensor than the one it was asked to fill")
     record.require(exact("fills the tensor in place and returns it", len(problems), 1,
                          "; ".join(problems)))
+
+
+def bits_of(t: torch.Tensor) -> np.ndarray:
+    """The raw bit patterns of ``t`` (floats as same-width integers), flattened."""
+    view = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+            torch.float64: torch.int64}.get(t.dtype)
+    return (t.view(view) if view is not None else t).cpu().numpy().reshape(-1)
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -211,11 +236,12 @@ def goodness_of_fit(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | No
             fam.require(mean_test(g(x), mean, var, f"{test} ({label})"))
 
 
-def small_gof(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | None) -> None:
+def small_gof(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | None,
+              what: str = "") -> None:
     """One statistical check (chi-square for discrete laws, else KS vs the rounded law)."""
     __tracebackhide__ = True
     require_support(fam.record, o, x, fmt)
-    label = f"{o.method}_{o.params}"
+    label = f"{o.method}_{o.params}{', ' + what if what else ''}"
     if o.discrete:
         fam.require(discrete_chisquare(o, x, f"chi-square ({label})"))
     elif fmt is not None and fmt.name in ("float16", "bfloat16"):

@@ -36,10 +36,22 @@ class SamplerSpec:
         return self.area.removeprefix("sampler.")
 
 
-OTHER_N = 100_000
-TWO_SAMPLE_N = 200_000
-SERIAL_N = 1 << 18
-LAYOUT_N = 64 * 1024
+REMAINDER = 13  # every statistical draw has n = 13 (mod 16): vector-loop tails run
+
+
+def sized(n: int) -> int:
+    """``n`` moved to 13 (mod 16): not a multiple of 2, 4, 8 or 16 (never smaller)."""
+    return n - n % 16 + REMAINDER + (16 if n % 16 > REMAINDER else 0)
+
+
+OTHER_N = sized(100_000)
+TWO_SAMPLE_N = sized(200_000)
+SERIAL_N = sized(1 << 18)
+TAIL_N = sized(4_000_000)  # expected counts 400 and 40 beyond the 1e-4 and 1e-5 quantiles
+STREAM_N = 4099
+LAYOUT_SHAPE = (257, 251)  # odd extents: no dimension a multiple of a vector width
+SMALL_SIZES = tuple(range(1, 48))  # every remainder mod 16, three times
+SMALL_REPEATS = 58  # sum(SMALL_SIZES) * 58 = 65,424 values
 
 SPECS = {s.name: s for s in [
     SamplerSpec(

@@ -14,27 +14,43 @@ import pytest
 import torch
 
 from conformance.compare import exact
+from conformance.outcomes import unsupported
 from conformance.samplers.checks import (
     Family,
+    bits_of,
     draw,
     expect_error,
     fmt_of,
     goodness_of_fit,
+    prefilled,
     require_in_place,
     small_gof,
     stat_checks,
     to_numpy,
 )
 from conformance.samplers.data import (
-    LAYOUT_N,
+    LAYOUT_SHAPE,
     OTHER_N,
     SERIAL_N,
+    SMALL_REPEATS,
+    SMALL_SIZES,
     SPECS,
+    STREAM_N,
+    TAIL_N,
     TWO_SAMPLE_N,
     SamplerSpec,
+    sized,
+)
+from conformance.samplers.dependence import (
+    TAIL_QUANTILES,
+    magnitude_serial,
+    pair_chisquare,
+    stream_overlap,
+    tail_checks,
 )
 from conformance.stats import repeat_test, serial_test, two_sample_test
 from conformance.tensors import dtype_name
+from oracles.sampler_tails import tail_thresholds
 from oracles.samplers import oracle
 
 F32 = pytest.mark.parametrize("dtype", [torch.float32], ids=["float32"])
@@ -52,6 +68,13 @@ def _applies(spec: SamplerSpec, params: tuple[float, ...], dtype: torch.dtype) -
     return info.min <= params[0] and params[-1] - 1 <= info.max
 
 
+def draw_with(impl, gen: torch.Generator, dtype: torch.dtype, device: torch.device,
+              params: tuple) -> torch.Tensor:
+    t = torch.empty(STREAM_N, dtype=dtype, device=device)
+    impl(t, *params, generator=gen)
+    return t
+
+
 def _params(spec: SamplerSpec, params: tuple[float, ...], dtype: torch.dtype) -> tuple:
     return tuple(int(p) for p in params) if spec.name == "random" else params
 
@@ -67,8 +90,9 @@ class SamplerTests:
         targeted tests that detect a 1 % parameter error with probability >= 0.99."""
         spec, seed = self.spec, _seed(rng)
         params = _params(spec, spec.main, dtype)
-        record.case(method=spec.method, params=params, n=spec.n, generator_seed=seed)
-        x = to_numpy(draw(impl, (spec.n,), dtype, device, params, seed, record))
+        n = sized(spec.n)
+        record.case(method=spec.method, params=params, n=n, generator_seed=seed)
+        x = to_numpy(draw(impl, (n,), dtype, device, params, seed, record, spec.method))
         goodness_of_fit(Family(record, 5), oracle(spec.method, spec.main), x, fmt_of(dtype))
 
     @stat_checks(6)
@@ -81,7 +105,7 @@ class SamplerTests:
             seed = _seed(rng)
             p = _params(spec, params, dtype)
             record.case(method=spec.method, params=p, n=OTHER_N, generator_seed=seed)
-            x = to_numpy(draw(impl, (OTHER_N,), dtype, device, p, seed, record))
+            x = to_numpy(draw(impl, (OTHER_N,), dtype, device, p, seed, record, spec.method))
             goodness_of_fit(fam, oracle(spec.method, params), x, fmt_of(dtype), targeted=False)
 
     @stat_checks(1)
@@ -91,7 +115,8 @@ class SamplerTests:
         spec, seed = self.spec, _seed(rng)
         params = _params(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, n=TWO_SAMPLE_N, generator_seed=seed)
-        x = to_numpy(draw(impl, (TWO_SAMPLE_N,), dtype, device, params, seed, record))
+        x = to_numpy(draw(impl, (TWO_SAMPLE_N,), dtype, device, params, seed, record,
+                            spec.method))
         cpu = torch.empty(TWO_SAMPLE_N, dtype=dtype)
         getattr(cpu, spec.method)(*params, generator=torch.Generator().manual_seed(seed + 1))
         against = "a second CPU generator" if device.type == "cpu" else "torch on the CPU"
@@ -100,27 +125,73 @@ class SamplerTests:
         Family(record, 1).require(two_sample_test(x, to_numpy(cpu), discrete,
                                                   f"{spec.method} on {device} vs {against}"))
 
-    @stat_checks(2)
+    @stat_checks(4)
     def test_independence(self, impl, dtype, device, record, rng):
-        """Successive draws uncorrelated (lag 1), and no block of the stream repeated at
-        any lag (largest autocorrelation over all lags, Bonferroni over the lags)."""
+        """Successive draws independent: lag-1 autocorrelation of u = F(x) and of
+        |u - 1/2| (a shared magnitude), consecutive pairs against the product law, and no
+        block of the stream repeated at any lag (Bonferroni over the lags)."""
         spec, seed = self.spec, _seed(rng)
         params = _params(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, n=SERIAL_N, generator_seed=seed)
-        x = to_numpy(draw(impl, (SERIAL_N,), dtype, device, params, seed, record))
-        u = oracle(spec.method, spec.main).u(x)
-        fam = Family(record, 2)
+        x = to_numpy(draw(impl, (SERIAL_N,), dtype, device, params, seed, record, spec.method))
+        o = oracle(spec.method, spec.main)
+        u = o.u(x)
+        fam = Family(record, 4)
         fam.require(serial_test(u, f"lag-1 autocorrelation ({spec.method})"))
+        fam.require(magnitude_serial(u, spec.method))
+        fam.require(pair_chisquare(o, x, fmt_of(dtype), spec.method))
         fam.require(repeat_test(u, f"no repeated blocks, all lags ({spec.method})"))
 
-    @stat_checks(1)
-    @pytest.mark.parametrize("layout", ["transposed", "strided", "offset", "block"])
-    def test_layouts(self, impl, dtype, device, record, rng, layout):
-        """Non-contiguous views: every element of the view sampled from the law, every
-        element outside it untouched."""
+    @stat_checks(4)
+    def test_tails(self, impl, dtype, device, record, rng):
+        """Far tails: the counts at or beyond the law's 1e-4 and 1e-5 quantiles (each side,
+        in this dtype, overflow included), exact binomial tests at n = TAIL_N."""
         spec, seed = self.spec, _seed(rng)
         params = _params(spec, spec.main, dtype)
-        rows, cols = 256, LAYOUT_N // 256
+        o, fmt = oracle(spec.method, spec.main), fmt_of(dtype)
+        if not tail_thresholds(o, fmt, TAIL_QUANTILES):
+            unsupported(f"{spec.method}{spec.main} has no value beyond its 1e-4 quantiles in "
+                        f"{dtype_name(dtype)} (within a factor 10)")
+        record.case(method=spec.method, params=params, n=TAIL_N, generator_seed=seed)
+        x = to_numpy(draw(impl, (TAIL_N,), dtype, device, params, seed, record, spec.method))
+        fam = Family(record, 4)
+        for result in tail_checks(o, x, fmt, f"{spec.method}{spec.main}"):
+            fam.require(result)
+
+    @stat_checks(2)
+    def test_small_sizes(self, impl, dtype, device, record, rng):
+        """Tensors of 1 .. 47 elements (every remainder mod 16, the scalar epilogues of
+        vectorised kernels), one generator: the elements past the last multiple of 16,
+        and the others, each against the law (KS or chi-square, pooled over the calls)."""
+        spec, seed = self.spec, _seed(rng)
+        params = _params(spec, spec.main, dtype)
+        record.case(method=spec.method, params=params, sizes="1..47", repeats=SMALL_REPEATS,
+                    generator_seed=seed)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        tails, heads, not_returned = [], [], 0
+        for _ in range(SMALL_REPEATS):
+            for size in SMALL_SIZES:
+                t = prefilled((size,), dtype, device, spec.method, params)
+                not_returned += impl(t, *params, generator=gen) is not t
+                cut = size - size % 16
+                heads.append(t[:cut])
+                tails.append(t[cut:])
+        calls = SMALL_REPEATS * len(SMALL_SIZES)
+        record.require(exact("fills the tensor in place and returns it", not_returned, calls))
+        o, fmt, fam = oracle(spec.method, spec.main), fmt_of(dtype), Family(record, 2)
+        for part, chunks in (("remainder elements", tails), ("whole-vector elements", heads)):
+            x = to_numpy(torch.cat(chunks))
+            small_gof(fam, o, x, fmt, f"{part} of sizes 1..47")
+
+    @stat_checks(2)
+    @pytest.mark.parametrize("layout", ["transposed", "strided", "offset", "block"])
+    def test_layouts(self, impl, dtype, device, record, rng, layout):
+        """Non-contiguous views (odd extents): every element of the view sampled from the
+        law, no block of it repeated (a view filled with two copies of half its values),
+        every element outside it untouched."""
+        spec, seed = self.spec, _seed(rng)
+        params = _params(spec, spec.main, dtype)
+        rows, cols = LAYOUT_SHAPE
         sentinel = 77 if dtype == torch.uint8 or not dtype.is_floating_point else -12345.0
         if layout == "transposed":
             buf = torch.full((cols, rows), sentinel, dtype=dtype, device=device)
@@ -144,8 +215,28 @@ class SamplerTests:
         outside = buf[~inside]
         touched = int((outside != sentinel).sum())
         record.require(exact("elements outside the view untouched", touched, outside.numel()))
-        small_gof(Family(record, 1), oracle(spec.method, spec.main), to_numpy(view),
-                  fmt_of(dtype))
+        o, fam = oracle(spec.method, spec.main), Family(record, 2)
+        x = to_numpy(view)  # the view's logical (row-major) order
+        small_gof(fam, o, x, fmt_of(dtype))
+        fam.require(repeat_test(o.u(x), f"no repeated blocks in the view ({spec.method})"))
+
+    @stat_checks(1)
+    def test_streams_do_not_overlap(self, impl, dtype, device, record, rng):
+        """A call and the next one on the same generator, and a generator seeded
+        differently, share no run of L consecutive values (L from the law's collision
+        probability: one shared run has probability <= ALPHA / 10 under independence)."""
+        spec, seed = self.spec, _seed(rng)
+        params = _params(spec, spec.main, dtype)
+        record.case(method=spec.method, params=params, n=STREAM_N, generator_seed=seed)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        first = draw_with(impl, gen, dtype, device, params)
+        second = draw_with(impl, gen, dtype, device, params)
+        other = draw_with(impl, torch.Generator(device=device).manual_seed(seed + 1), dtype,
+                          device, params)
+        o = oracle(spec.method, spec.main)
+        Family(record, 1).require(stream_overlap(
+            {"call 1": bits_of(first), "call 2": bits_of(second), "seed + 1": bits_of(other)},
+            o, fmt_of(dtype), spec.method))
 
     def test_reproducible(self, impl, dtype, device, record, rng):
         """A seeded generator on the device reproduces the stream bit for bit, whatever the
@@ -204,8 +295,9 @@ class SamplerTests:
             if ext.dtypes is not None and name not in ext.dtypes:
                 continue
             seed = _seed(rng)
-            record.case(method=spec.method, params=ext.params, n=ext.n, generator_seed=seed)
-            x = to_numpy(draw(impl, (ext.n,), dtype, device, ext.params, seed, record))
+            record.case(method=spec.method, params=ext.params, n=sized(ext.n), generator_seed=seed)
+            x = to_numpy(draw(impl, (sized(ext.n),), dtype, device, ext.params, seed, record,
+                                spec.method))
             o = oracle(spec.method, ext.params)
             if ext.statistical:
                 small_gof(fam, o, x, fmt_of(dtype))
@@ -256,7 +348,7 @@ class TestBernoulli(SamplerTests):
         sum(x - p) / sqrt(sum p (1 - p)) standard normal elsewhere."""
         from conformance.stats import mean_test
 
-        seed, n = _seed(rng), 400_000
+        seed, n = _seed(rng), sized(400_000)
         p = torch.from_numpy(np.random.default_rng(seed).uniform(0, 1, n))
         p[:1000], p[1000:2000] = 0.0, 1.0
         record.case(method="bernoulli_", p="tensor U(0, 1), 1000 zeros, 1000 ones", n=n,
@@ -279,7 +371,7 @@ class TestRandom(SamplerTests):
     def test_default_ranges(self, impl, dtype, device, record, rng):
         """random_(to) is uniform on 0..to-1; random_() on 0..2^digits for floating
         dtypes (every value representable) and 0..max for integer dtypes."""
-        fam, n = Family(record, 2), 100_000
+        fam, n = Family(record, 2), sized(100_000)
         if dtype.is_floating_point:
             top = 2 ** {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24,
                         torch.float64: 53}[dtype]

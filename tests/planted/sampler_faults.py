@@ -95,6 +95,105 @@ bernoulli_p_1pct = _one_pct("bernoulli_", "p")
 random_location_1pct = _one_pct("random_", "location")
 random_scale_1pct = _one_pct("random_", "scale")
 
+
+# ---- faults of the tails, of dependence, of streams and of remainders ----------------------
+
+def _flat_fill(t: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    t.copy_(values.view(t.shape).to(t.dtype))
+    return t
+
+
+def _uniform(n: int, generator: Gen, device: torch.device) -> torch.Tensor:
+    return torch.rand(n, dtype=torch.float64, generator=generator, device=device)
+
+
+def normal_truncated_3p5(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                         generator: Gen = None) -> torch.Tensor:
+    """A normal truncated at ±3.5 sigma (rejection of the tails): right in the body."""
+    z = torch.empty(t.numel(), dtype=torch.float64, device=t.device).normal_(
+        generator=generator)
+    while bool((bad := z.abs() > 3.5).any()):
+        z[bad] = torch.empty(int(bad.sum()), dtype=torch.float64, device=t.device).normal_(
+            generator=generator)
+    return _flat_fill(t, z * std + mean)
+
+
+def normal_truncated_4sigma(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                            generator: Gen = None) -> torch.Tensor:
+    """A normal truncated at ±4 sigma (a bfloat16 kernel that clamps its radius)."""
+    z = torch.empty(t.numel(), dtype=torch.float64, device=t.device).normal_(
+        generator=generator)
+    while bool((bad := z.abs() > 4.0).any()):
+        z[bad] = torch.empty(int(bad.sum()), dtype=torch.float64, device=t.device).normal_(
+            generator=generator)
+    return _flat_fill(t, z * std + mean)
+
+
+def normal_box_muller_11bit(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                            generator: Gen = None) -> torch.Tensor:
+    """Box-Muller whose radius uniform has 11 bits: |z| never beyond 3.90."""
+    n = t.numel()
+    u1 = (torch.floor(_uniform(n, generator, t.device) * 2048) + 1) / 2048
+    z = torch.sqrt(-2 * torch.log(u1)) * torch.cos(2 * torch.pi * _uniform(n, generator,
+                                                                             t.device))
+    return _flat_fill(t, z * std + mean)
+
+
+def normal_box_muller_12bit(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                            generator: Gen = None) -> torch.Tensor:
+    """Box-Muller whose radius uniform has 12 bits: |z| never beyond sqrt(2 ln 4096)."""
+    n = t.numel()
+    u1 = (torch.floor(_uniform(n, generator, t.device) * 4096) + 1) / 4096  # (0, 1], 12 bits
+    u2 = _uniform(n, generator, t.device)
+    z = torch.sqrt(-2 * torch.log(u1)) * torch.cos(2 * torch.pi * u2)
+    return _flat_fill(t, z * std + mean)
+
+
+def normal_shared_radius(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                         generator: Gen = None) -> torch.Tensor:
+    """Consecutive outputs share a Box-Muller radius with independent angles: exact
+    normal marginals, but corr(|z_2i|, |z_2i+1|) ~ 0.5."""
+    n = t.numel()
+    half = (n + 1) // 2
+    r = torch.sqrt(-2 * torch.log1p(-_uniform(half, generator, t.device)))
+    r = r.repeat_interleave(2)[:n]
+    z = r * torch.cos(2 * torch.pi * _uniform(n, generator, t.device))
+    return _flat_fill(t, z * std + mean)
+
+
+def exponential_16bit_uniform(t: torch.Tensor, lambd: float = 1.0, *,
+                              generator: Gen = None) -> torch.Tensor:
+    """-log(u) / lambd with u on a 16-bit grid: nothing beyond ln(65536) / lambd, the
+    law's 1.5e-5 quantile (the far tail is missing)."""
+    u = (torch.floor(_uniform(t.numel(), generator, t.device) * 65536) + 1) / 65536
+    return _flat_fill(t, -torch.log(u) / lambd)
+
+
+def normal_overlapping_calls(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                             generator: Gen = None) -> torch.Tensor:
+    """Advances the generator by half the values it used: the next call repeats the
+    second half of this one (a counter-based offset advanced too little)."""
+    gen = generator if generator is not None else torch.default_generator
+    flat = torch.empty(t.numel(), dtype=t.dtype, device=t.device)
+    half = t.numel() // 2
+    flat[:half].normal_(mean, std, generator=gen)
+    state = gen.get_state()
+    flat[half:].normal_(mean, std, generator=gen)
+    gen.set_state(state)
+    return _flat_fill(t, flat)
+
+
+def normal_remainder_unscaled(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                              generator: Gen = None) -> torch.Tensor:
+    """The last numel % 16 elements (the scalar epilogue of a 16-wide loop) come out
+    standard normal: the epilogue forgets mean and std."""
+    flat = torch.empty(t.numel(), dtype=t.dtype, device=t.device)
+    flat.normal_(mean, std, generator=generator)
+    rem = t.numel() % 16
+    if rem:
+        flat[t.numel() - rem:].normal_(0.0, 1.0, generator=generator)
+    return _flat_fill(t, flat)
+
 for _name, _fn in list(globals().items()):
     if callable(_fn) and getattr(_fn, "__module__", None) == __name__ and not _name.startswith(
             "_") and _name != "perturbed":

@@ -15,7 +15,7 @@ The tests (all pure numpy/scipy):
   format (the CDF is evaluated at the rounding boundaries, so the null is the continuous
   distribution pushed through round-to-nearest); conservative for discrete nulls.
 - ``cvm_test``: Cramér-von Mises against a continuous CDF (the limiting law's tail).
-- ``chisquare_test``: chi-square over cells with pooled tails (expected count >= 20),
+- ``chisquare_test``: chi-square over cells with pooled tails (expected count >= 100),
   its tail exact-conservative at ALPHA (``conformance.stat_tails``).
 - ``mean_test``: the targeted test: the sample mean of a bounded test function ``g``
   (a score of a location, scale or probability parameter) against its exact mean and
@@ -48,7 +48,7 @@ from oracles.formats import (  # noqa: F401 (re-exported)
 FAMILY_ALPHA = 1e-6
 CHECK_BUDGET = 5000
 ALPHA = FAMILY_ALPHA / CHECK_BUDGET  # 2e-10 per check
-MIN_EXPECTED = 20.0
+MIN_EXPECTED = 100.0
 
 
 @dataclass(frozen=True)
@@ -77,13 +77,14 @@ class TestResult:
 # ---- tests ---------------------------------------------------------------------------------
 
 def ks_test(x: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray],
-            fmt: FloatFormat | None = None, name: str = "KS") -> TestResult:
+            fmt: FloatFormat | None = None, name: str = "KS",
+            presorted: bool = False) -> TestResult:
     """One-sample KS against ``cdf`` pushed through rounding to ``fmt``.
 
     The null CDF is a step function at representable values when ``fmt`` is narrower than
     float64: D is evaluated at its jumps (left limits at the lower rounding boundaries), and
     the Kolmogorov p-value (Stephens' finite-n correction) is then conservative."""
-    x = np.sort(np.asarray(x, dtype=np.float64))
+    x = np.asarray(x, dtype=np.float64) if presorted else np.sort(np.asarray(x, np.float64))
     n = x.size
     lo, hi = rounding_cells(x, fmt)
     with np.errstate(invalid="ignore"):
@@ -111,11 +112,23 @@ def ks_pmf_test(x: np.ndarray, values: np.ndarray, probs: np.ndarray,
     return TestResult(name, d, p, n, "D = sup|F_n - F|")
 
 
+def ks_counts_test(counts: np.ndarray, probs: np.ndarray, name: str = "KS") -> TestResult:
+    """KS of a sample given as counts over the sorted support of a discrete (rounded) law:
+    sup |F_n - F| is attained at the support's points, so it needs no sort."""
+    c = np.asarray(counts, dtype=np.float64)
+    n = int(c.sum())
+    d = float(np.max(np.abs(np.cumsum(c) / n - np.cumsum(probs / probs.sum()))))
+    sq = math.sqrt(n)
+    p = float(sps.kstwobign.sf(d * (sq + 0.12 + 0.11 / sq)))
+    return TestResult(name, d, p, n, "D = sup|F_n - F|")
+
+
 def cvm_test(x: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray],
-             name: str = "Cramér-von Mises") -> TestResult:
+             name: str = "Cramér-von Mises", presorted: bool = False) -> TestResult:
     """Cramér-von Mises against a continuous CDF (float32/float64 samples, n >= 1e5); the
     p-value from the limiting law's tail (``stat_tails.cvm_sf``, monotone everywhere)."""
-    u = np.sort(cdf(np.asarray(x, dtype=np.float64)))
+    u = cdf(np.asarray(x, dtype=np.float64))
+    u = u if presorted else np.sort(u)
     n = u.size
     w2 = float(1 / (12 * n) + np.sum((u - (2 * np.arange(1, n + 1) - 1) / (2 * n)) ** 2))
     return TestResult(name, w2, cvm_sf(w2), n, "W^2, limiting law")
@@ -145,7 +158,7 @@ def pool_cells(counts: np.ndarray, probs: np.ndarray, n: int,
 
 def chisquare_test(counts: np.ndarray, probs: np.ndarray, name: str = "chi-square",
                    extra: int = 0) -> TestResult:
-    """Chi-square of cell counts against cell probabilities (pooled to expected >= 20),
+    """Chi-square of cell counts against cell probabilities (pooled to expected >= 100),
     with a null tail that holds at ALPHA: the sum of the cells' sequential exact-binomial
     normal scores against chi-square(k - 1), conservative (``stat_tails``). ``extra``
     counts observations outside every cell: a certain rejection."""
@@ -171,7 +184,8 @@ def chisquare_test(counts: np.ndarray, probs: np.ndarray, name: str = "chi-squar
 
 def binned_chisquare(x: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray],
                      ppf: Callable[[np.ndarray], np.ndarray], fmt: FloatFormat | None,
-                     cells: int = 100, name: str = "chi-square (binned)") -> TestResult:
+                     cells: int = 100, name: str = "chi-square (binned)",
+                     presorted: bool = False) -> TestResult:
     """Chi-square over ~equiprobable cells whose edges are representable values: a cell
     [e_j, e_j+1) holds exactly the reals in [lo(e_j), lo(e_j+1)), lo the rounding boundary."""
     x = np.asarray(x, dtype=np.float64)
@@ -181,7 +195,11 @@ def binned_chisquare(x: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray],
     lo, _ = rounding_cells(edges, fmt)
     f = np.concatenate([[0.0], cdf(lo), [1.0]])
     probs = np.diff(f)
-    counts = np.bincount(np.searchsorted(edges, x, side="right"), minlength=edges.size + 1)
+    if presorted:  # cell j: the x with j edges <= x
+        counts = np.diff(np.concatenate([[0], np.searchsorted(x, edges), [x.size]]))
+    else:
+        counts = np.bincount(np.searchsorted(edges, x, side="right"),
+                             minlength=edges.size + 1)
     return chisquare_test(counts, probs, name)
 
 
@@ -199,10 +217,25 @@ def mean_test(g_values: np.ndarray, mean: float, var: float, name: str) -> TestR
     return TestResult(name, z, p, n, f"mean {g.mean():.6g}, expected {mean:.6g}")
 
 
+def mean_test_counts(g_points: np.ndarray, counts: np.ndarray, mean: float, var: float,
+                     name: str) -> TestResult:
+    """``mean_test`` of a sample given as counts over points (g evaluated at the points)."""
+    c = np.asarray(counts, dtype=np.float64)
+    seen = c > 0
+    g = np.asarray(g_points, dtype=np.float64)[seen]
+    n = int(c.sum())
+    if not np.all(np.isfinite(g)):
+        return TestResult(name, math.inf, 0.0, n, "non-finite test-function values")
+    m = float(np.dot(c[seen], g) / n)
+    z = (m - mean) / math.sqrt(var / n)
+    return TestResult(name, z, float(2 * sps.norm.sf(abs(z))), n,
+                      f"mean {m:.6g}, expected {mean:.6g}")
+
+
 def two_sample_test(a: np.ndarray, b: np.ndarray, discrete: bool,
                     name: str = "two-sample") -> TestResult:
     """Samples ``a`` and ``b`` from one distribution? KS (continuous), or chi-square
-    homogeneity over the pooled values (discrete or low precision; cells of >= 20)."""
+    homogeneity over the pooled values (discrete or low precision; cells of >= 400)."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if not discrete:
@@ -212,7 +245,8 @@ def two_sample_test(a: np.ndarray, b: np.ndarray, discrete: bool,
     ca = np.bincount(np.searchsorted(values, a), minlength=values.size).astype(float)
     cb = np.bincount(np.searchsorted(values, b), minlength=values.size).astype(float)
     total = ca + cb
-    groups = np.cumsum(np.concatenate([[0], np.diff(np.floor(np.cumsum(total) / 40))]) > 0)
+    width = 4 * MIN_EXPECTED  # cells of >= 400 draws of the two samples together
+    groups = np.cumsum(np.concatenate([[0], np.diff(np.floor(np.cumsum(total) / width))]) > 0)
     ga, gb = np.bincount(groups, weights=ca), np.bincount(groups, weights=cb)
     keep = ga + gb > 0
     if int(keep.sum()) < 2:

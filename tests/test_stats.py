@@ -194,3 +194,19 @@ def test_support_rule_allows_the_generators_grid():
     assert impossible_values(oracle("normal_", (0.0, 1.0)), np.array([1e10]), bf16)[0] == 1
     assert impossible_values(oracle("log_normal_", (3.0, 1.0)), np.array([0.0]), f16)[0] == 1
     assert impossible_values(oracle("normal_", (0.0, 1.0)), np.array([np.nan]), f16)[0] == 1
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_counts_from_bit_patterns_match_a_search(name):
+    """The 16-bit counts (by bit pattern, no search) equal a search over the sorted
+    values, ±inf and -0 included; NaN is left out."""
+    from conformance.samplers.checks import rounded_counts
+
+    fmt = FORMATS[name]
+    values = stats.representable(fmt)
+    x = torch.randn(50_000, generator=torch.Generator().manual_seed(3)).mul(3e4)
+    x = np.concatenate([x.to(getattr(torch, name)).double().numpy(),
+                        [np.inf, -np.inf, -0.0, 0.0, np.nan]])
+    finite = x[~np.isnan(x)]
+    expected = np.bincount(np.searchsorted(values, finite), minlength=values.size)
+    np.testing.assert_array_equal(rounded_counts(x, fmt), expected)

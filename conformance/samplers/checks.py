@@ -26,9 +26,11 @@ from conformance.stats import (
     binned_chisquare,
     chisquare_test,
     cvm_test,
-    ks_pmf_test,
+    ks_counts_test,
     ks_test,
     mean_test,
+    mean_test_counts,
+    representable,
     rounding_cells,
 )
 from conformance.tensors import dtype_name, exact_numpy
@@ -76,12 +78,21 @@ def prefilled(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
     if dtype.is_floating_point:
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
     if method is not None and not any(isinstance(p, torch.Tensor) for p in params):
-        lo, hi = oracle(method, tuple(float(p) for p in params)).dist.support()
-        info = torch.iinfo(dtype)
-        for v in (lo - 1, hi + 1):
-            if math.isfinite(v) and info.min <= v <= info.max:
-                return torch.full(shape, int(v), dtype=dtype, device=device)
+        fill = _outside_support(method, tuple(float(p) for p in params), dtype)
+        if fill is not None:
+            return torch.full(shape, fill, dtype=dtype, device=device)
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+@functools.lru_cache(maxsize=256)
+def _outside_support(method: str, params: tuple[float, ...], dtype: torch.dtype
+                     ) -> int | None:
+    lo, hi = oracle(method, params).dist.support()
+    info = torch.iinfo(dtype)
+    for v in (lo - 1, hi + 1):
+        if math.isfinite(v) and info.min <= v <= info.max:
+            return int(v)
+    return None
 
 
 def draw(impl: Any, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
@@ -157,8 +168,8 @@ def impossible_values(o: Oracle, x: np.ndarray, fmt: FloatFormat | None) -> tupl
             bad |= (x != np.floor(x)) | (o.dist.pmf(np.nan_to_num(x)) == 0)
     elif fmt is not None and fmt.name in ("float16", "bfloat16"):
         values, _, imp = _rounded(o.method, o.params, fmt.name)
-        idx = np.clip(np.searchsorted(values, x), 0, values.size - 1)
-        bad |= (values[idx] != x) | imp[idx]
+        idx = _pattern_index(fmt.name)[bits16(x, fmt)]
+        bad |= (idx < 0) | (values[idx] != x) | imp[idx]
     else:
         lo, hi = o.dist.support()
         bad |= (x < lo) | (x > hi)
@@ -202,10 +213,46 @@ def discrete_chisquare(o: Oracle, x: np.ndarray, name: str) -> TestResult:
     return chisquare_test(counts, upper - lower, name)
 
 
-def ks_rounded(o: Oracle, x: np.ndarray, fmt: FloatFormat, name: str) -> TestResult:
-    """KS against the law rounded to a 16-bit format (torch's folding of ``to`` included)."""
-    values, probs, _ = _rounded(o.method, o.params, fmt.name)
-    return ks_pmf_test(x, values, probs, name)
+def bits16(x: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    """The 16-bit patterns of float64 values that are representable in ``fmt``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if fmt.name == "float16":
+            return x.astype(np.float16).view(np.uint16)
+        return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+@functools.lru_cache(maxsize=4)
+def _pattern_index(fmt_name: str) -> np.ndarray:
+    """For each of the 65536 bit patterns, its index among ``representable(fmt)`` (the
+    sorted values, one zero), or -1 for NaN."""
+    fmt = FORMATS[fmt_name]
+    values = representable(fmt)
+    bits = np.arange(2**16, dtype=np.uint32)
+    if fmt_name == "float16":
+        v = bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    else:
+        with np.errstate(invalid="ignore"):
+            v = (bits << 16).view(np.float32).astype(np.float64)
+    idx = np.searchsorted(values, np.where(np.isnan(v), 0.0, v))  # ±inf kept
+    return np.where(np.isnan(v), -1, idx)
+
+
+def rounded_counts(x: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    """Counts of a 16-bit sample over every value of its format, from the bit patterns (no
+    search); NaN is left out (the support check fails it)."""
+    index = _pattern_index(fmt.name)
+    raw = np.bincount(bits16(x, fmt), minlength=2**16)
+    ok = index >= 0
+    return np.bincount(index[ok], weights=raw[ok], minlength=representable(fmt).size)
+
+
+def ks_rounded(o: Oracle, x: np.ndarray, fmt: FloatFormat, name: str,
+               counts: np.ndarray | None = None) -> TestResult:
+    """KS against the law rounded to a 16-bit format (torch's folding of ``to`` included),
+    from the counts over its values (no sort)."""
+    _, probs, _ = _rounded(o.method, o.params, fmt.name)
+    return ks_counts_test(rounded_counts(x, fmt) if counts is None else counts, probs,
+                          name)
 
 
 def goodness_of_fit(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | None,
@@ -221,19 +268,26 @@ def goodness_of_fit(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | No
         fam.require(discrete_chisquare(o, x, f"chi-square, pooled tails ({label})"))
     elif low:
         values, probs, _ = _rounded(o.method, o.params, fmt.name)
-        counts = np.bincount(np.searchsorted(values, x), minlength=values.size)
+        counts = rounded_counts(x, fmt)
         fam.require(chisquare_test(counts, probs, f"chi-square vs the law rounded to "
                                                   f"{fmt.name} ({label})"))
-        fam.require(ks_rounded(o, x, fmt, f"KS vs the law rounded to {fmt.name} ({label})"))
+        fam.require(ks_rounded(o, x, fmt, f"KS vs the law rounded to {fmt.name} ({label})",
+                               counts))
     else:
-        fam.require(ks_test(x, o.cdf, fmt, f"KS ({label})"))
-        fam.require(cvm_test(x, o.cdf, f"Cramér-von Mises ({label})"))
-        fam.require(binned_chisquare(x, o.cdf, o.ppf, fmt, 100, f"chi-square, 100 cells "
-                                                                f"({label})"))
+        xs = np.sort(x)  # once, for the three
+        fam.require(ks_test(xs, o.cdf, fmt, f"KS ({label})", presorted=True))
+        fam.require(cvm_test(xs, o.cdf, f"Cramér-von Mises ({label})", presorted=True))
+        fam.require(binned_chisquare(xs, o.cdf, o.ppf, fmt, 100, f"chi-square, 100 cells "
+                                                                 f"({label})", True))
     if targeted:
         for test, g in o.tests.items():
             mean, var = null_moments(o.method, o.params, fmt.name if low else None, test)
-            fam.require(mean_test(g(x), mean, var, f"{test} ({label})"))
+            if low and not o.discrete:  # from the counts: g at 65536 points, not at n
+                with np.errstate(all="ignore"):
+                    fam.require(mean_test_counts(g(values), counts, mean, var,
+                                                 f"{test} ({label})"))
+            else:
+                fam.require(mean_test(g(x), mean, var, f"{test} ({label})"))
 
 
 def small_gof(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | None,

@@ -49,7 +49,15 @@ TWO_SAMPLE_N = sized(200_000)
 SERIAL_N = sized(1 << 18)
 TAIL_N = sized(4_000_000)  # expected counts 400 and 40 beyond the 1e-4 and 1e-5 quantiles
 STREAM_N = 4099
-LAYOUT_SHAPE = (257, 251)  # odd extents: no dimension a multiple of a vector width
+
+
+def layout_shape(n: int) -> tuple[int, int]:
+    """A view of at least ``n`` elements (the powered check's size) with odd extents: no
+    dimension a multiple of a vector width."""
+    cols = -(-n // 257)
+    return 257, cols + (cols % 2 == 0)
+
+
 SMALL_SIZES = tuple(range(1, 48))  # every remainder mod 16, three times
 SMALL_REPEATS = 58  # sum(SMALL_SIZES) * 58 = 65,424 values
 

@@ -29,7 +29,6 @@ from conformance.samplers.checks import (
     to_numpy,
 )
 from conformance.samplers.data import (
-    LAYOUT_SHAPE,
     OTHER_N,
     SERIAL_N,
     SMALL_REPEATS,
@@ -39,6 +38,7 @@ from conformance.samplers.data import (
     TAIL_N,
     TWO_SAMPLE_N,
     SamplerSpec,
+    layout_shape,
     sized,
 )
 from conformance.samplers.dependence import (
@@ -183,15 +183,16 @@ class SamplerTests:
             x = to_numpy(torch.cat(chunks))
             small_gof(fam, o, x, fmt, f"{part} of sizes 1..47")
 
-    @stat_checks(2)
+    @stat_checks(6)
     @pytest.mark.parametrize("layout", ["transposed", "strided", "offset", "block"])
     def test_layouts(self, impl, dtype, device, record, rng, layout):
-        """Non-contiguous views (odd extents): every element of the view sampled from the
-        law, no block of it repeated (a view filled with two copies of half its values),
-        every element outside it untouched."""
+        """Non-contiguous views with odd extents, as large as the powered check's sample
+        and checked as it is (support, omnibus and targeted tests), plus no block of the
+        view repeated (a view filled with two copies of half its values); every element
+        outside the view untouched."""
         spec, seed = self.spec, _seed(rng)
         params = _params(spec, spec.main, dtype)
-        rows, cols = LAYOUT_SHAPE
+        rows, cols = layout_shape(spec.n)
         sentinel = 77 if dtype == torch.uint8 or not dtype.is_floating_point else -12345.0
         if layout == "transposed":
             buf = torch.full((cols, rows), sentinel, dtype=dtype, device=device)
@@ -215,9 +216,9 @@ class SamplerTests:
         outside = buf[~inside]
         touched = int((outside != sentinel).sum())
         record.require(exact("elements outside the view untouched", touched, outside.numel()))
-        o, fam = oracle(spec.method, spec.main), Family(record, 2)
+        o, fam = oracle(spec.method, spec.main), Family(record, 6)
         x = to_numpy(view)  # the view's logical (row-major) order
-        small_gof(fam, o, x, fmt_of(dtype))
+        goodness_of_fit(fam, o, x, fmt_of(dtype))
         fam.require(repeat_test(o.u(x), f"no repeated blocks in the view ({spec.method})"))
 
     @stat_checks(1)

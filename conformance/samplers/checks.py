@@ -34,6 +34,7 @@ from conformance.stats import (
     rounding_cells,
 )
 from conformance.tensors import dtype_name, exact_numpy
+from oracles.formats import pattern_values
 from oracles.samplers import Oracle, oracle
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -226,14 +227,8 @@ def _pattern_index(fmt_name: str) -> np.ndarray:
     """For each of the 65536 bit patterns, its index among ``representable(fmt)`` (the
     sorted values, one zero), or -1 for NaN."""
     fmt = FORMATS[fmt_name]
-    values = representable(fmt)
-    bits = np.arange(2**16, dtype=np.uint32)
-    if fmt_name == "float16":
-        v = bits.astype(np.uint16).view(np.float16).astype(np.float64)
-    else:
-        with np.errstate(invalid="ignore"):
-            v = (bits << 16).view(np.float32).astype(np.float64)
-    idx = np.searchsorted(values, np.where(np.isnan(v), 0.0, v))  # ±inf kept
+    v = pattern_values(fmt)
+    idx = np.searchsorted(representable(fmt), np.where(np.isnan(v), 0.0, v))  # ±inf kept
     return np.where(np.isnan(v), -1, idx)
 
 

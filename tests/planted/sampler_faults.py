@@ -107,46 +107,49 @@ def _uniform(n: int, generator: Gen, device: torch.device) -> torch.Tensor:
     return torch.rand(n, dtype=torch.float64, generator=generator, device=device)
 
 
-def normal_truncated_3p5(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
-                         generator: Gen = None) -> torch.Tensor:
-    """A normal truncated at ±3.5 sigma (rejection of the tails): right in the body."""
+def _truncated_normal(t: torch.Tensor, mean: float, std: float, limit: float,
+                      generator: Gen) -> torch.Tensor:
+    """Standard normals redrawn while beyond ±limit, scaled into ``t``."""
     z = torch.empty(t.numel(), dtype=torch.float64, device=t.device).normal_(
         generator=generator)
-    while bool((bad := z.abs() > 3.5).any()):
+    while bool((bad := z.abs() > limit).any()):
         z[bad] = torch.empty(int(bad.sum()), dtype=torch.float64, device=t.device).normal_(
             generator=generator)
     return _flat_fill(t, z * std + mean)
 
 
-def normal_truncated_4sigma(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
-                            generator: Gen = None) -> torch.Tensor:
-    """A normal truncated at ±4 sigma (a bfloat16 kernel that clamps its radius)."""
-    z = torch.empty(t.numel(), dtype=torch.float64, device=t.device).normal_(
-        generator=generator)
-    while bool((bad := z.abs() > 4.0).any()):
-        z[bad] = torch.empty(int(bad.sum()), dtype=torch.float64, device=t.device).normal_(
-            generator=generator)
-    return _flat_fill(t, z * std + mean)
-
-
-def normal_box_muller_11bit(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
-                            generator: Gen = None) -> torch.Tensor:
-    """Box-Muller whose radius uniform has 11 bits: |z| never beyond 3.90."""
+def _box_muller(t: torch.Tensor, mean: float, std: float, bits: int,
+                generator: Gen) -> torch.Tensor:
+    """Box-Muller whose radius uniform has ``bits`` bits: |z| <= sqrt(2 ln 2^bits)."""
     n = t.numel()
-    u1 = (torch.floor(_uniform(n, generator, t.device) * 2048) + 1) / 2048
+    u1 = (torch.floor(_uniform(n, generator, t.device) * 2**bits) + 1) / 2**bits  # (0, 1]
     z = torch.sqrt(-2 * torch.log(u1)) * torch.cos(2 * torch.pi * _uniform(n, generator,
                                                                              t.device))
     return _flat_fill(t, z * std + mean)
 
 
+def normal_truncated_3p5(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                         generator: Gen = None) -> torch.Tensor:
+    """A normal truncated at ±3.5 sigma (rejection of the tails): right in the body."""
+    return _truncated_normal(t, mean, std, 3.5, generator)
+
+
+def normal_truncated_4sigma(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                            generator: Gen = None) -> torch.Tensor:
+    """A normal truncated at ±4 sigma (a bfloat16 kernel that clamps its radius)."""
+    return _truncated_normal(t, mean, std, 4.0, generator)
+
+
+def normal_box_muller_11bit(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
+                            generator: Gen = None) -> torch.Tensor:
+    """Box-Muller whose radius uniform has 11 bits: |z| never beyond 3.90."""
+    return _box_muller(t, mean, std, 11, generator)
+
+
 def normal_box_muller_12bit(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
                             generator: Gen = None) -> torch.Tensor:
     """Box-Muller whose radius uniform has 12 bits: |z| never beyond sqrt(2 ln 4096)."""
-    n = t.numel()
-    u1 = (torch.floor(_uniform(n, generator, t.device) * 4096) + 1) / 4096  # (0, 1], 12 bits
-    u2 = _uniform(n, generator, t.device)
-    z = torch.sqrt(-2 * torch.log(u1)) * torch.cos(2 * torch.pi * u2)
-    return _flat_fill(t, z * std + mean)
+    return _box_muller(t, mean, std, 12, generator)
 
 
 def normal_shared_radius(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,

@@ -33,6 +33,9 @@ from conformance.versions import installed_version
 
 HEADER_VERSIONS = ("torch", "triton", "numpy", "scipy")
 
+# the isolated fixture and marker, --isolation (loaded when this plugin registers)
+pytest_plugins = ["conformance.isolation_plugin"]
+
 STATE = pytest.StashKey[RunState]()
 COLLECTOR = pytest.StashKey[Collector]()
 ITEM_META = pytest.StashKey[dict]()

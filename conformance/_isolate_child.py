@@ -3,8 +3,8 @@ then serves cases from its pipe until "exit" or end of file.
 
 Started as ``python -u -m conformance._isolate_child --fds=R,W --device=DEV --tag=TAG``;
 the parent's first message is its ``sys.path``. Replies: ``{"ready": ...}`` once, then one
-reply per case (see ``_isolate_case.run_case``), plus ``probe`` after a raised exception on
-a device other than the CPU.
+reply per case (see ``_isolate_case.run_case``), plus ``probe`` after every case on a device
+other than the CPU (a case that catches a device error itself still poisons the context).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         if msg == "exit":
             return 0
         reply = run_case(msg["fn"], msg["args"], msg["kwargs"], pickled=True)
-        if reply["kind"] == "raised" and on_accelerator:
+        if on_accelerator:  # after every case: a case may catch a device error itself
             reply["probe"] = probe_device(opts.device)
         _flush()
         outbox.send(reply)

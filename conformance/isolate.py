@@ -214,6 +214,8 @@ _lock = threading.Lock()
 def _device_trouble(outcome: Outcome, probe: str) -> str:
     if probe:
         return probe
+    if outcome.kind != "raised":
+        return ""
     if any(e == "torch.AcceleratorError" for e in outcome.exc_mro) or \
             DEVICE_ERROR.search(outcome.message):
         first = outcome.message.splitlines()[0] if outcome.message else ""
@@ -294,7 +296,7 @@ def _serve(key: Any, child: _Child, payload: bytes, timeout: float) -> Outcome:
     outcome = replace(_reply_outcome(reply), stderr_tail=child.tail(offset), seconds=seconds,
                       pid=child.pid)
     trouble = _device_trouble(outcome, reply.get("probe", "")) \
-        if outcome.kind == "raised" and child.device.split(":")[0] != "cpu" else ""
+        if child.device.split(":")[0] != "cpu" else ""
     if trouble:
         _retire(key, child)
         return replace(outcome, retired=True, retire_reason=trouble)

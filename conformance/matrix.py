@@ -51,6 +51,8 @@ class DeviceSpec:
     dtypes: frozenset[str]
     areas: frozenset[str]
     description: str = ""
+    after_error: str = "keeps_working"  # or "poisoned"
+    isolate_errors: bool = True  # run error cases in a child process
 
 
 def _literal_brackets(pattern: str) -> str:
@@ -260,8 +262,10 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
                     f"{path}: devices.{name}.areas[{i}]: unknown area {area!r} "
                     f"(expected one of: {', '.join(sorted(areas))})"
                 )
+        errors = d.get("errors", {})
         devices[name] = DeviceSpec(
-            name, frozenset(d["dtypes"]), frozenset(d["areas"]), d.get("description", "")
+            name, frozenset(d["dtypes"]), frozenset(d["areas"]), d.get("description", ""),
+            errors.get("after", "keeps_working"), errors.get("isolate", True),
         )
     rules = _rules(path, data)
     for rule in rules:

@@ -1,0 +1,265 @@
+"""Indexing conformance: valid indices against a numpy oracle, invalid indices must raise.
+
+One class per area (``indexing.<op>``, the op's torch name). Every test runs per registered
+implementation and per dtype of the area:
+
+- ``test_valid`` (Hypothesis): shapes with zero-size dims, every dim (negative too),
+  duplicate indices, negative indices where the op wraps them, int32 and int64 index
+  dtypes, non-contiguous operands inside guarded storage: exact (or bounded) results, no
+  write outside the operands, inputs unchanged.
+- ``test_invalid[kind]``: one invalid index of each kind, for each option set of the op and
+  each index dtype: raises IndexError / RuntimeError (AcceleratorError) at the call or no
+  later than the next synchronisation (else *silent out-of-bounds*), with a message that
+  names the problem, without writing outside the destination, and the device behaves as
+  the matrix declares afterwards. On devices whose matrix entry says ``errors.isolate``
+  (every accelerator) each case runs in a child process (``conformance.isolate``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conformance.compare import Measurement, exact
+from conformance.error_messages import INDEX_MESSAGES, matching
+from conformance.indexing.cases import build
+from conformance.indexing.checks import invalid_case, run_valid
+from conformance.indexing.memory import LAYOUTS
+from conformance.indexing.ops import (
+    DEFAULTS,
+    SPECS,
+    OpSpec,
+    invalid_params,
+    invalid_variants,
+    kinds,
+)
+
+ALLOWED = ("builtins.IndexError", "builtins.RuntimeError")  # AcceleratorError is a RuntimeError
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kind" in metafunc.fixturenames and metafunc.cls is not None:
+        metafunc.parametrize("kind", kinds(SPECS[metafunc.cls.op]))
+
+
+@st.composite
+def valid_params(draw: st.DrawFn, spec: OpSpec) -> dict[str, Any]:
+    ndim = draw(st.integers(spec.min_ndim, spec.max_ndim), label="ndim")
+    shape = tuple(draw(st.integers(0, 5), label=f"size[{i}]") for i in range(ndim))
+    params = dict(DEFAULTS, shape=shape, dim=draw(st.integers(-4, 3), label="dim"),
+                  k=draw(st.integers(0, 7), label="index count"),
+                  negative=draw(st.booleans(), label="negative indices"),
+                  bags=draw(st.integers(1, 4), label="bags"),
+                  seed=draw(st.integers(0, 2**32 - 1), label="seed"))
+    for name, choices in spec.options.items():
+        params[name] = draw(st.sampled_from(choices), label=name)
+    return params
+
+
+class IndexingTests:
+    """The checks every indexing area runs; subclasses set ``op``."""
+
+    op: str
+
+    # one method shared by the area classes (they differ only by ``op``)
+    @settings(suppress_health_check=[*settings().suppress_health_check,
+                                     HealthCheck.differing_executors])
+    @given(data=st.data())
+    def test_valid(self, impl, dtype, device, record, data):
+        spec = SPECS[self.op]
+        params = data.draw(valid_params(spec), label="params")
+        index_dtype = data.draw(st.sampled_from(spec.index_dtypes), label="index dtype")
+        layout = data.draw(st.sampled_from(LAYOUTS), label="layout")
+        record.case(index_dtype=index_dtype, layout=layout, **params)
+        res = run_valid(impl, spec, build(self.op, params), dtype, index_dtype, layout, device)
+        record.require(exact("result structure", len(res["structure"]), 1,
+                             "; ".join(res["structure"])))
+        if res["ratio"] is None:
+            record.require(exact("values equal the oracle's", len(res["values"]), 1,
+                                 "; ".join(res["values"])))
+        else:  # an accumulation: error / bound at the worst element
+            record.require(Measurement("values within the accumulation bound (checks.py)",
+                                       res["ratio"], 1.0, "; ".join(res["values"])))
+        for name, key in (("no write outside the operands", "guards"),
+                          ("inputs unchanged", "inputs")):
+            record.require(exact(name, len(res[key]), max(len(res[key]), 1),
+                                 "; ".join(res[key])))
+
+    def test_invalid(self, impl, dtype, device, record, rng, kind, conformance_state,
+                     request):
+        spec = SPECS[self.op]
+        dev = conformance_state.matrix.devices[conformance_state.device.matrix_key]
+        seed = int(rng.integers(2**31))
+        runs = []
+        for variant in invalid_variants(spec):
+            for index_dtype in spec.index_dtypes:
+                args = (self.op, invalid_params(spec, variant, seed), kind,
+                        str(dtype).removeprefix("torch."), index_dtype, "strided", impl.spec,
+                        str(device))
+                runs.append((variant, index_dtype, _run(request, dev.isolate_errors, args)))
+        applicable = [r for r in runs if r[2] is None or r[2].get("applies")]
+        if not applicable:
+            pytest.skip(f"[unsupported] kind {kind} does not apply to {self.op} "
+                        f"(index dtypes {spec.index_dtypes})")
+        record.note(outcomes=[{"variant": v, "index_dtype": i, **_summary(r)}
+                              for v, i, r in applicable])
+        for variant, index_dtype, res in applicable:
+            record.case(kind=kind, index_dtype=index_dtype, **variant,
+                        **({"bad": res["bad"]} if res and "bad" in res else {}))
+            _require_invalid(record, res, conformance_state.device.matrix_key, dev.after_error)
+
+
+def _run(request: pytest.FixtureRequest, isolate: bool, args: tuple) -> dict[str, Any] | None:
+    """The invalid case's result dict, in a child when the device isolates error cases
+    (None stands for a crashed child: the outcome is in the record's notes)."""
+    if not isolate:
+        return invalid_case(*args)
+    isolated = request.getfixturevalue("isolated")
+    outcome = isolated(invalid_case, *args, timeout=60)
+    if outcome.kind == "returned":
+        res = dict(outcome.value)
+        res["retired"], res["retire_reason"] = outcome.retired, outcome.retire_reason
+        return res
+    return {"applies": True, "crashed": isolated.explain(outcome)}
+
+
+def _summary(res: dict[str, Any]) -> dict[str, Any]:
+    if "crashed" in res:
+        return {"surfaced": "crashed", "detail": res["crashed"].splitlines()[0]}
+    return {"surfaced": res["surfaced"], "exc_type": res.get("exc_type"),
+            "message": (res.get("message") or "").split("\n")[0][:200],
+            "after": res["after"], "guards_changed": len(res["guards"])}
+
+
+def _require_invalid(record, res: dict[str, Any], kind: str, after_error: str) -> None:
+    __tracebackhide__ = True
+    if "crashed" in res:
+        record.require(exact("the case ran to its end (no crash, no hang)", 1, 1,
+                             res["crashed"]))
+    surfaced = res["surfaced"]
+    record.require(exact(
+        "error raised no later than the next sync point", int(surfaced == "never"), 1,
+        "silent out-of-bounds: no error at the call nor at the synchronisation"
+        + (f"; and then: {res['guards'][0]}" if res["guards"] else "")))
+    mro = res.get("exc_mro", [])
+    record.require(exact("raises IndexError or RuntimeError (AcceleratorError)",
+                         int(not any(c in mro for c in ALLOWED)), 1,
+                         f"raised {res.get('exc_type')}: {res.get('message', '')[:200]}"))
+    message = res.get("message", "")
+    record.require(exact("the message names the problem (index / out of bounds / assert)",
+                         int(matching(message, INDEX_MESSAGES[kind]) is None), 1,
+                         f"message {message[:300]!r} matches no pattern of "
+                         f"conformance/error_messages.py for {kind}"))
+    record.require(exact("no write outside the destination", len(res["guards"]),
+                         max(len(res["guards"]), 1), "; ".join(res["guards"])))
+    if after_error == "keeps_working":
+        record.require(exact("guards readable after the error (the device keeps working)",
+                             int(not res.get("guards_checked", False)), 1,
+                             res.get("guards_error", "")))
+        record.require(exact("the device keeps working: the next op is correct",
+                             int(res["after"] != "correct"), 1,
+                             f"after the error the valid case {res['after']}: "
+                             f"{res['after_detail']}"))
+    else:
+        record.require(exact("the device is reported poisoned or still correct, never wrong",
+                             int(res["after"] == "wrong"), 1,
+                             f"after the error the valid case is wrong: {res['after_detail']}"))
+
+
+class TestIndexSelect(IndexingTests):
+    op = "index_select"
+    pytestmark = pytest.mark.area("indexing.index_select")
+
+
+class TestGather(IndexingTests):
+    op = "gather"
+    pytestmark = pytest.mark.area("indexing.gather")
+
+
+class TestScatter(IndexingTests):
+    op = "scatter_"
+    pytestmark = pytest.mark.area("indexing.scatter_")
+
+
+class TestScatterAdd(IndexingTests):
+    op = "scatter_add_"
+    pytestmark = pytest.mark.area("indexing.scatter_add_")
+
+
+class TestScatterReduce(IndexingTests):
+    op = "scatter_reduce_"
+    pytestmark = pytest.mark.area("indexing.scatter_reduce_")
+
+
+class TestIndexAdd(IndexingTests):
+    op = "index_add_"
+    pytestmark = pytest.mark.area("indexing.index_add_")
+
+
+class TestIndexCopy(IndexingTests):
+    op = "index_copy_"
+    pytestmark = pytest.mark.area("indexing.index_copy_")
+
+
+class TestIndexFill(IndexingTests):
+    op = "index_fill_"
+    pytestmark = pytest.mark.area("indexing.index_fill_")
+
+
+class TestIndexPut(IndexingTests):
+    op = "index_put_"
+    pytestmark = pytest.mark.area("indexing.index_put_")
+
+
+class TestIndexReduce(IndexingTests):
+    op = "index_reduce_"
+    pytestmark = pytest.mark.area("indexing.index_reduce_")
+
+
+class TestTake(IndexingTests):
+    op = "take"
+    pytestmark = pytest.mark.area("indexing.take")
+
+
+class TestPut(IndexingTests):
+    op = "put_"
+    pytestmark = pytest.mark.area("indexing.put_")
+
+
+class TestGetitem(IndexingTests):
+    op = "getitem"
+    pytestmark = pytest.mark.area("indexing.getitem")
+
+
+class TestSetitem(IndexingTests):
+    op = "setitem"
+    pytestmark = pytest.mark.area("indexing.setitem")
+
+
+class TestEmbedding(IndexingTests):
+    op = "embedding"
+    pytestmark = pytest.mark.area("indexing.embedding")
+
+
+class TestEmbeddingBag(IndexingTests):
+    op = "embedding_bag"
+    pytestmark = pytest.mark.area("indexing.embedding_bag")
+
+
+class TestNllLoss(IndexingTests):
+    op = "nll_loss"
+    pytestmark = pytest.mark.area("indexing.nll_loss")
+
+
+class TestCrossEntropy(IndexingTests):
+    op = "cross_entropy"
+    pytestmark = pytest.mark.area("indexing.cross_entropy")
+
+
+class TestOneHot(IndexingTests):
+    op = "one_hot"
+    pytestmark = pytest.mark.area("indexing.one_hot")
+

@@ -1,0 +1,346 @@
+"""Indexing oracles: numpy (float64 / int64), torch-free, one function per op.
+
+Every writing op is reduced to one list of (destination position, value) writes, applied by
+``_write`` with the op's semantics for duplicates:
+
+- non-accumulating ops (``scatter_``, ``index_copy_``, ``index_put_(accumulate=False)``,
+  ``put_(accumulate=False)``, ``x[idx] = v``): a position written more than once may hold
+  any one of the values written there (torch documents the order as undefined); the result
+  carries those candidates in ``Expected.choices``;
+- accumulating ops: the exact sum / product / mean / max / min of the terms, in float64, with
+  the number of terms and the sum of their magnitudes per element (``count``, ``abs_sum``)
+  for the caller's rounding bound. "mean" on integer dtypes is torch's floor division.
+
+Valid index ranges (``VALID_RANGE``, n = the size of the indexed dimension; numel for take /
+put_; C for class targets): ops whose range starts at -n wrap a negative i to i + n;
+the others reject every negative index. ``nll_loss`` / ``cross_entropy`` also accept
+``ignore_index`` as a target (its element contributes nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: op -> (lowest valid index as a multiple of -n: 1 means -n, 0 means 0), from torch's docs
+#: and ATen's checks (negative indices wrap for the advanced-indexing family and take/put_)
+NEGATIVE_OK = {
+    "index_select": False, "gather": False, "scatter_": False, "scatter_add_": False,
+    "scatter_reduce_": False, "index_add_": False, "index_copy_": False, "index_fill_": True,
+    "index_put_": True, "index_reduce_": False, "take": True, "put_": True, "getitem": True,
+    "setitem": True, "embedding": False, "embedding_bag": False, "nll_loss": False,
+    "cross_entropy": False, "one_hot": False,
+}
+
+
+def valid_range(op: str, n: int) -> tuple[int, int]:
+    """The half-open range [lo, hi) of valid indices of ``op`` for a dimension of size n."""
+    return (-n if NEGATIVE_OK[op] else 0), n
+
+
+@dataclass
+class Expected:
+    """The oracle's result. ``value`` is exact for non-accumulating ops (the last write where
+    a position has several: any of ``choices[pos]`` is also correct); for accumulating ops it
+    is the float64 result with ``count`` terms and ``abs_sum`` = sum of |terms| per element."""
+
+    value: np.ndarray
+    choices: dict[int, tuple[float, ...]] | None = None
+    count: np.ndarray | None = None
+    abs_sum: np.ndarray | None = None
+    reduce: str = "assign"
+    weight_sum: float | None = None  # nll_loss "mean": the denominator
+
+
+def _wrap(index: np.ndarray, n: int) -> np.ndarray:
+    index = np.asarray(index, dtype=np.int64)
+    return np.where(index < 0, index + n, index)
+
+
+def _check(index: np.ndarray, lo: int, hi: int, what: str) -> None:
+    index = np.asarray(index)
+    if index.size and (index.min() < lo or index.max() >= hi):
+        raise IndexError(f"{what}: index out of range [{lo}, {hi})")
+
+
+def _write(dest: np.ndarray, pos: np.ndarray, vals: np.ndarray, reduce: str,
+           include_self: bool = True, integer: bool = False) -> Expected:
+    """Apply writes of ``vals`` at flat positions ``pos`` of ``dest`` (a float64/int64 copy
+    is made) with the semantics of ``reduce`` (assign, sum, prod, mean, amax, amin)."""
+    out = np.array(dest, dtype=np.float64, copy=True).reshape(-1)
+    pos = np.asarray(pos, dtype=np.int64).reshape(-1)
+    vals = np.asarray(vals, dtype=np.float64).reshape(-1)
+    if reduce == "assign":
+        choices: dict[int, list[float]] = {}
+        for p, v in zip(pos.tolist(), vals.tolist(), strict=False):
+            choices.setdefault(p, []).append(v)
+            out[p] = v
+        multi = {p: tuple(sorted(set(c))) for p, c in choices.items() if len(set(c)) > 1}
+        return Expected(out.reshape(dest.shape), choices=multi)
+    base = out.copy()
+    terms: dict[int, list[float]] = {}
+    for p, v in zip(pos.tolist(), vals.tolist(), strict=False):
+        terms.setdefault(p, []).append(v)
+    count = np.zeros(out.shape, dtype=np.int64)
+    abs_sum = np.abs(base) if include_self else np.zeros_like(base)
+    for p, ts in terms.items():
+        allt = ([base[p]] if include_self else []) + ts
+        count[p] = len(allt)
+        abs_sum[p] = float(np.sum(np.abs(allt)))
+        if reduce == "sum":
+            out[p] = float(np.sum(allt))
+        elif reduce == "prod":
+            out[p] = float(np.prod(allt))
+            abs_sum[p] = abs(out[p])
+        elif reduce == "mean":
+            total = float(np.sum(allt))
+            out[p] = np.floor_divide(total, len(allt)) if integer else total / len(allt)
+        elif reduce == "amax":
+            out[p] = max(allt)
+        elif reduce == "amin":
+            out[p] = min(allt)
+        else:
+            raise ValueError(f"unknown reduction {reduce!r}")
+    return Expected(out.reshape(dest.shape), count=count.reshape(dest.shape),
+                    abs_sum=abs_sum.reshape(dest.shape), reduce=reduce)
+
+
+def _flat_positions(shape: tuple[int, ...], coords: list[np.ndarray]) -> np.ndarray:
+    if not shape:
+        return np.zeros(np.broadcast(*coords).shape if coords else (), dtype=np.int64)
+    return np.ravel_multi_index(tuple(np.asarray(c, dtype=np.int64) for c in coords), shape)
+
+
+def _along(shape: tuple[int, ...], dim: int, index_of: np.ndarray) -> list[np.ndarray]:
+    """Coordinates of every element of an array of shape ``index_of.shape`` with the
+    coordinate along ``dim`` replaced by ``index_of``."""
+    grid = list(np.indices(index_of.shape, dtype=np.int64))
+    grid[dim] = index_of
+    return grid
+
+
+# ---- reading ops ---------------------------------------------------------------------------
+
+def index_select(x: np.ndarray, dim: int, index: np.ndarray) -> Expected:
+    n = x.shape[dim] if x.ndim else 1
+    _check(index, 0, n, "index_select")
+    index = np.asarray(index).reshape(-1)
+    return Expected(np.take(x.reshape(x.shape or (1,)), index, axis=dim).reshape(
+        _index_select_shape(x.shape, dim, index.size)).astype(np.float64))
+
+
+def _index_select_shape(shape: tuple[int, ...], dim: int, k: int) -> tuple[int, ...]:
+    if not shape:
+        return ()
+    out = list(shape)
+    out[dim] = k
+    return tuple(out)
+
+
+def gather(x: np.ndarray, dim: int, index: np.ndarray) -> Expected:
+    xs = x.reshape(x.shape or (1,))
+    index = np.asarray(index, dtype=np.int64).reshape(np.shape(index) or (1,))
+    _check(index, 0, xs.shape[dim], "gather")
+    coords = _along(index.shape, dim, index)
+    out = xs[tuple(coords)].astype(np.float64)
+    return Expected(out if x.ndim else out.reshape(()))
+
+
+def take(x: np.ndarray, index: np.ndarray) -> Expected:
+    n = x.size
+    _check(index, -n, n, "take")
+    return Expected(x.reshape(-1)[_wrap(index, n)].astype(np.float64))
+
+
+def getitem(x: np.ndarray, dim: int, index: np.ndarray) -> Expected:
+    """``x[(slice(None),) * dim + (index,)]``: one index tensor on dimension ``dim``."""
+    n = x.shape[dim]
+    _check(index, -n, n, "getitem")
+    return Expected(np.take(x, _wrap(index, n), axis=dim).astype(np.float64))
+
+
+def embedding(index: np.ndarray, weight: np.ndarray) -> Expected:
+    _check(index, 0, weight.shape[0], "embedding")
+    return Expected(weight[np.asarray(index, dtype=np.int64)].astype(np.float64))
+
+
+def embedding_bag(index: np.ndarray, weight: np.ndarray, offsets: np.ndarray, mode: str,
+                  per_sample_weights: np.ndarray | None = None,
+                  include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Expected:
+    """Bags ``index[offsets[b]:offsets[b + 1]]`` (the last bag runs to the end unless
+    ``include_last_offset``); entries equal to ``padding_idx`` are left out (and not
+    counted by "mean"); an empty bag gives zeros. Valid: 0 <= index < num_embeddings,
+    offsets[0] == 0, offsets non-decreasing, offsets[-1] <= len(index)."""
+    num, d = weight.shape
+    _check(index, 0, num, "embedding_bag")
+    offsets = np.asarray(offsets, dtype=np.int64).reshape(-1)
+    bounds = list(offsets) + ([] if include_last_offset else [len(index)])
+    if offsets.size and (offsets[0] != 0 or np.any(np.diff(bounds) < 0)
+                         or bounds[-1] > len(index)):
+        raise IndexError("embedding_bag: invalid offsets")
+    bags = len(bounds) - 1
+    out = np.zeros((bags, d))
+    count = np.zeros((bags, d), dtype=np.int64)
+    abs_sum = np.zeros((bags, d))
+    for b in range(bags):
+        rows = [(int(index[j]), 1.0 if per_sample_weights is None else
+                 float(per_sample_weights[j])) for j in range(bounds[b], bounds[b + 1])
+                if padding_idx is None or int(index[j]) != padding_idx]
+        if not rows:
+            continue
+        terms = np.array([w * weight[r].astype(np.float64) for r, w in rows])
+        count[b] = len(rows)
+        abs_sum[b] = np.abs(terms).sum(axis=0)
+        if mode == "sum":
+            out[b] = terms.sum(axis=0)
+        elif mode == "mean":
+            out[b] = terms.sum(axis=0) / len(rows)
+        elif mode == "max":
+            out[b] = terms.max(axis=0)
+        else:
+            raise ValueError(f"unknown mode {mode!r}")
+    reduce = {"max": "amax"}.get(mode, mode)
+    return Expected(out, count=count, abs_sum=abs_sum, reduce=reduce)
+
+
+def nll_loss(logp: np.ndarray, target: np.ndarray, weight: np.ndarray | None = None,
+             ignore_index: int = -100, reduction: str = "mean") -> Expected:
+    """-weight[t] * logp[n, t] per element (0 where t == ignore_index); "mean" divides the
+    sum by the sum of the weights of the non-ignored targets. ``logp`` is (N, C) or (N, C, d)."""
+    c = logp.shape[1]
+    target = np.asarray(target, dtype=np.int64)
+    keep = target != ignore_index
+    _check(target[keep], 0, c, "nll_loss")
+    w = np.ones(c) if weight is None else np.asarray(weight, dtype=np.float64)
+    safe = np.where(keep, target, 0)
+    picked = np.take_along_axis(logp.astype(np.float64), safe[:, None], axis=1)[:, 0]
+    per = np.where(keep, -w[safe] * picked, 0.0)
+    wsum = float(np.where(keep, w[safe], 0.0).sum())
+    if reduction == "none":
+        return Expected(per, count=np.ones(per.shape, dtype=np.int64), abs_sum=np.abs(per),
+                        reduce="sum")
+    total = float(per.sum())
+    value = total if reduction == "sum" else (total / wsum if wsum else float("nan"))
+    return Expected(np.array(value), count=np.array(int(keep.sum())),
+                    abs_sum=np.array(float(np.abs(per).sum())), reduce=reduction,
+                    weight_sum=wsum)
+
+
+def log_softmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
+    x = x.astype(np.float64)
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def cross_entropy(x: np.ndarray, target: np.ndarray, weight: np.ndarray | None = None,
+                  ignore_index: int = -100, reduction: str = "mean") -> Expected:
+    """nll_loss(log_softmax(x, 1), ...) with class-index targets."""
+    return nll_loss(log_softmax(x, 1), target, weight, ignore_index, reduction)
+
+
+def one_hot(index: np.ndarray, num_classes: int) -> Expected:
+    _check(index, 0, num_classes, "one_hot")
+    index = np.asarray(index, dtype=np.int64)
+    return Expected((index[..., None] == np.arange(num_classes)).astype(np.float64))
+
+
+# ---- writing ops (in place on ``x``; the result is the new value of x) ---------------------
+
+def scatter(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray,
+            reduce: str = "assign", include_self: bool = True,
+            integer: bool = False) -> Expected:
+    """``scatter_`` (assign), ``scatter_add_`` (sum), ``scatter_reduce_``: for every element
+    p of ``index``, x[p with p[dim] = index[p]] <- src[p]."""
+    xs = x.reshape(x.shape or (1,))
+    index = np.asarray(index, dtype=np.int64).reshape(np.shape(index) or (1,))
+    _check(index, 0, xs.shape[dim], "scatter")
+    pos = _flat_positions(xs.shape, _along(index.shape, dim, index))
+    vals = np.asarray(src).reshape(np.shape(src) or (1,))[
+        tuple(slice(0, s) for s in index.shape)]
+    out = _write(xs, pos, vals, reduce, include_self, integer)
+    out.value = out.value.reshape(x.shape)
+    for name in ("count", "abs_sum"):
+        if getattr(out, name) is not None:
+            setattr(out, name, getattr(out, name).reshape(x.shape))
+    return out
+
+
+def index_write(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray | float,
+                reduce: str = "assign", include_self: bool = True, integer: bool = False,
+                negative_ok: bool = False, alpha: float = 1.0) -> Expected:
+    """``index_copy_`` (assign), ``index_add_`` (sum, src scaled by alpha), ``index_fill_``
+    (assign a scalar; negative indices wrap), ``index_reduce_``: for i, the slice
+    x.select(dim, index[i]) <- src.select(dim, i)."""
+    xs = x.reshape(x.shape or (1,))
+    n = xs.shape[dim]
+    index = np.asarray(index, dtype=np.int64).reshape(-1)
+    _check(index, -n if negative_ok else 0, n, "index op")
+    index = _wrap(index, n)
+    slice_shape = list(xs.shape)
+    slice_shape[dim] = len(index)
+    if np.ndim(src) == 0:
+        src = np.full(slice_shape, float(src))
+    src = np.asarray(src, dtype=np.float64).reshape(slice_shape) * alpha
+    grid = list(np.indices(slice_shape, dtype=np.int64))
+    grid[dim] = index[grid[dim]]
+    pos = _flat_positions(xs.shape, grid)
+    out = _write(xs, pos, src, reduce, include_self, integer)
+    out.value = out.value.reshape(x.shape)
+    for name in ("count", "abs_sum"):
+        if getattr(out, name) is not None:
+            setattr(out, name, getattr(out, name).reshape(x.shape))
+    return out
+
+
+def index_put(x: np.ndarray, indices: list[np.ndarray], values: np.ndarray,
+              accumulate: bool = False) -> Expected:
+    """``x.index_put_(indices, values, accumulate)`` with k index tensors on the leading k
+    dimensions (broadcast together); ``values`` broadcast to x[indices]'s shape. Also
+    ``x[idx] = v`` (setitem) and ``put_`` on the flattened x (k = 1)."""
+    k = len(indices)
+    coords = [_wrap(i, x.shape[d]) for d, i in enumerate(indices)]
+    for d, i in enumerate(indices):
+        _check(i, -x.shape[d], x.shape[d], "index_put_")
+    bshape = np.broadcast(*coords).shape if coords else ()
+    rest = x.shape[k:]
+    target_shape = bshape + rest
+    vals = np.broadcast_to(np.asarray(values, dtype=np.float64), target_shape)
+    coords = [np.broadcast_to(c, bshape) for c in coords]
+    grid_rest = np.indices(rest, dtype=np.int64) if rest else []
+    full = [np.broadcast_to(c.reshape(bshape + (1,) * len(rest)), target_shape) for c in coords]
+    full += [np.broadcast_to(g.reshape((1,) * len(bshape) + rest), target_shape)
+             for g in grid_rest]
+    pos = _flat_positions(x.shape, full)
+    return _write(x, pos, vals, "sum" if accumulate else "assign")
+
+
+def put(x: np.ndarray, index: np.ndarray, src: np.ndarray, accumulate: bool = False) -> Expected:
+    """``x.put_(index, src, accumulate)``: x viewed flat; negative indices wrap."""
+    n = x.size
+    _check(index, -n, n, "put_")
+    pos = _wrap(np.asarray(index).reshape(-1), n)
+    out = _write(x.reshape(-1), pos, np.asarray(src).reshape(-1),
+                 "sum" if accumulate else "assign")
+    out.value = out.value.reshape(x.shape)
+    if out.count is not None:
+        out.count, out.abs_sum = out.count.reshape(x.shape), out.abs_sum.reshape(x.shape)
+    if out.choices is not None:
+        out.choices = {int(p): c for p, c in out.choices.items()}
+    return out
+
+
+def setitem(x: np.ndarray, dim: int, index: np.ndarray, value: np.ndarray) -> Expected:
+    """``x[(slice(None),) * dim + (index,)] = value`` with a 1-D index (duplicates: any
+    written value)."""
+    moved = np.moveaxis(x, dim, 0)
+    vals = np.moveaxis(np.broadcast_to(value, np.take(x, np.zeros(np.shape(index), int),
+                                                      axis=dim).shape), dim, 0)
+    out = index_put(moved, [np.asarray(index)], vals)
+    out.value = np.moveaxis(out.value, 0, dim)
+    if out.choices:
+        # positions are flat in the moved layout: translate them to x's layout
+        perm = np.moveaxis(np.arange(x.size).reshape(x.shape), dim, 0).reshape(-1)
+        out.choices = {int(perm[p]): c for p, c in out.choices.items()}
+    return out

@@ -1,0 +1,76 @@
+"""The issue's indexing faults, plugged in through ``--impl indexing.<op>=...``, are flagged
+with a clear message; their correct twins pass the same tests (one child run, builtins off).
+Also: the invalid-index cases run in the isolation runner give the same verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import SUITE
+
+# (area, planted implementation, its correct twin, the check that must flag it, test kind)
+FAULTS = [
+    ("index_select", "clamping_index_select", "correct_index_select",
+     "error raised no later than the next sync point", "test_invalid"),
+    ("gather", "wrapping_gather", "correct_gather",
+     "error raised no later than the next sync point", "test_invalid[n-"),
+    ("embedding", "embedding_reads_next_row", "correct_embedding",
+     "error raised no later than the next sync point", "test_invalid[n-"),
+    ("scatter_", "scatter_one_past", "correct_scatter",
+     "no write outside the", "test_"),
+    ("index_select", "index_select_accepts_negative", "correct_index_select",
+     "error raised no later than the next sync point", "test_invalid[-1-"),
+    ("take", "late_take", "correct_take",
+     "error raised no later than the next sync point", "test_invalid"),
+]
+
+
+def _by_impl(run) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in run.report["results"]:
+        out.setdefault(r["impl"], []).append(r)
+    return out
+
+
+def test_planted_indexing_faults_are_flagged(suite):
+    impls = sorted({f"--impl=indexing.{a}=planted.indexing_faults:{x}"
+                    for a, fault, twin, _, _ in FAULTS for x in (fault, twin)})
+    run = suite(str(SUITE / "indexing"), "-n", "0", "-q", "-p", "no:randomly",
+                "--no-builtins", *impls)
+    assert run.returncode == 1, run.output[-3000:]
+    results = _by_impl(run)
+    for area, fault, twin, check, where in FAULTS:
+        rows = [r for r in results.get(f"planted.{fault}", []) if where in r["nodeid"]]
+        failed = [r for r in rows if r["outcome"] == "failed"]
+        assert failed, f"planted.{fault} was not flagged by {where}"
+        assert all(check in (r.get("reason") or "") + str(r.get("checks")) for r in failed), \
+            (fault, [r.get("reason") for r in failed][:3])
+        assert f"--impl=indexing.{area}=planted.indexing_faults:{fault}" in run.stdout
+        twins = results.get(f"planted.{twin}", [])
+        bad = [r["nodeid"] for r in twins if r["outcome"] not in ("passed", "unsupported")]
+        assert twins and not bad, (twin, bad)
+    assert "silent out-of-bounds" in run.stdout
+    assert "reproduce: pytest" in run.stdout
+
+
+def test_invalid_cases_in_the_isolation_runner(suite, tmp_path: Path):
+    """With the CPU declared ``errors: {isolate: true}`` the invalid cases run in a warm
+    child: the same verdicts (a clamping fault flagged, torch's own op passing), and each
+    outcome with its foreground command in the report."""
+    matrix = (SUITE / "device_matrix.yaml").read_text()
+    flipped = matrix.replace("errors: {after: keeps_working, isolate: false}",
+                             "errors: {after: keeps_working, isolate: true}")
+    assert flipped != matrix
+    path = tmp_path / "matrix.yaml"
+    path.write_text(flipped)
+    run = suite(str(SUITE / "indexing"), "-n", "0", "-q", "-p", "no:randomly",
+                f"--device-matrix={path}", "-k", "TestIndexSelect and test_invalid",
+                "--impl=indexing.index_select=planted.indexing_faults:clamping_index_select")
+    assert run.returncode == 1, run.output[-3000:]
+    results = _by_impl(run)
+    assert all(r["outcome"] == "passed" for r in results["torch.index_select"])
+    assert all(r["outcome"] == "failed" for r in results["planted.clamping_index_select"])
+    notes = [r for r in results["torch.index_select"] if (r.get("notes") or {}).get("isolated")]
+    assert notes, "no isolated outcome recorded"
+    first = notes[0]["notes"]["isolated"][0]
+    assert first["kind"] == "returned" and "python -m conformance.isolate" in first["foreground"]

@@ -188,14 +188,34 @@ def invalid_case(op: str, params: Params, kind: str, dtype: str, index_dtype: st
     """Run ``op`` with one invalid index of ``kind`` and report what happened (JSON-able).
     A module-level function of literal arguments: it runs the same in the test process, in
     an isolated child and in the foreground (``python -m conformance.isolate``)."""
-    from conformance.registry import load_object
-
-    fn = load_object(impl_spec, f"--impl indexing.{op}")
-    spec, tdtype = SPECS[op], getattr(torch, dtype)
     case = build(op, params)
     bad = corrupt(case, kind, index_dtype, np.random.default_rng([params["seed"], 1]))
     if bad is None:
         return {"applies": False}
+    return run_invalid(impl_spec, bad, case, dtype, index_dtype, layout, device)
+
+
+def literal_case(op: str, arrays: dict[str, tuple[str, list]], scalars: dict[str, Any],
+                 index: str, n: int, bad_value: int, at: int, dtype: str, index_dtype: str,
+                 layout: str, impl_spec: str, device: str) -> dict[str, Any]:
+    """``invalid_case`` for a case given literally (the regression cases): entry ``at`` of
+    array ``index`` is replaced by ``bad_value``."""
+    good = Case(op, {k: (role, np.asarray(v)) for k, (role, v) in arrays.items()},
+                dict(scalars), index, n, "x" if SPECS[op].writes else None)
+    bad_arrays = {k: (role, v.copy()) for k, (role, v) in good.arrays.items()}
+    bad_arrays[index][1].reshape(-1)[at] = bad_value
+    bad = Case(op, bad_arrays, dict(scalars), index, n, good.dest)
+    return run_invalid(impl_spec, bad, good, dtype, index_dtype, layout, device)
+
+
+def run_invalid(impl_spec: str, bad: Case, good: Case, dtype: str, index_dtype: str,
+                layout: str, device: str) -> dict[str, Any]:
+    """Run the invalid case ``bad``, then its valid twin ``good`` (is the device still
+    correct?); where the error surfaced, the exception, the guards."""
+    from conformance.registry import load_object
+
+    fn = load_object(impl_spec, f"--impl indexing.{bad.op}")
+    spec, tdtype = SPECS[bad.op], getattr(torch, dtype)
     out: dict[str, Any] = {"applies": True, "surfaced": "never", "bad": _bad_summary(bad)}
     g = materialize(bad, tdtype, index_dtype, device, layout)
     views = {k: v.view for k, v in g.items()}
@@ -216,7 +236,7 @@ def invalid_case(op: str, params: Params, kind: str, dtype: str, index_dtype: st
         out["guards_checked"] = True
     except Exception as exc:
         out.update(guards=[], guards_checked=False, guards_error=str(exc).split("\n")[0])
-    out.update(_after(fn, spec, case, tdtype, index_dtype, layout, device))
+    out.update(_after(fn, spec, good, tdtype, index_dtype, layout, device))
     return out
 
 

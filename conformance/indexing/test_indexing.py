@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance.compare import Measurement, exact
-from conformance.error_messages import INDEX_MESSAGES, matching
 from conformance.indexing.cases import build
 from conformance.indexing.checks import invalid_case, run_valid
 from conformance.indexing.memory import LAYOUTS
@@ -36,8 +35,7 @@ from conformance.indexing.ops import (
     invalid_variants,
     kinds,
 )
-
-ALLOWED = ("builtins.IndexError", "builtins.RuntimeError")  # AcceleratorError is a RuntimeError
+from conformance.indexing.verdicts import require_invalid, run_case, summary
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -99,74 +97,18 @@ class IndexingTests:
                 args = (self.op, invalid_params(spec, variant, seed), kind,
                         str(dtype).removeprefix("torch."), index_dtype, "strided", impl.spec,
                         str(device))
-                runs.append((variant, index_dtype, _run(request, dev.isolate_errors, args)))
-        applicable = [r for r in runs if r[2] is None or r[2].get("applies")]
+                res = run_case(request, dev.isolate_errors, invalid_case, args)
+                runs.append((variant, index_dtype, res))
+        applicable = [r for r in runs if r[2].get("applies")]
         if not applicable:
             pytest.skip(f"[unsupported] kind {kind} does not apply to {self.op} "
                         f"(index dtypes {spec.index_dtypes})")
-        record.note(outcomes=[{"variant": v, "index_dtype": i, **_summary(r)}
+        record.note(outcomes=[{"variant": v, "index_dtype": i, **summary(r)}
                               for v, i, r in applicable])
         for variant, index_dtype, res in applicable:
             record.case(kind=kind, index_dtype=index_dtype, **variant,
-                        **({"bad": res["bad"]} if res and "bad" in res else {}))
-            _require_invalid(record, res, conformance_state.device.matrix_key, dev.after_error)
-
-
-def _run(request: pytest.FixtureRequest, isolate: bool, args: tuple) -> dict[str, Any] | None:
-    """The invalid case's result dict, in a child when the device isolates error cases
-    (None stands for a crashed child: the outcome is in the record's notes)."""
-    if not isolate:
-        return invalid_case(*args)
-    isolated = request.getfixturevalue("isolated")
-    outcome = isolated(invalid_case, *args, timeout=60)
-    if outcome.kind == "returned":
-        res = dict(outcome.value)
-        res["retired"], res["retire_reason"] = outcome.retired, outcome.retire_reason
-        return res
-    return {"applies": True, "crashed": isolated.explain(outcome)}
-
-
-def _summary(res: dict[str, Any]) -> dict[str, Any]:
-    if "crashed" in res:
-        return {"surfaced": "crashed", "detail": res["crashed"].splitlines()[0]}
-    return {"surfaced": res["surfaced"], "exc_type": res.get("exc_type"),
-            "message": (res.get("message") or "").split("\n")[0][:200],
-            "after": res["after"], "guards_changed": len(res["guards"])}
-
-
-def _require_invalid(record, res: dict[str, Any], kind: str, after_error: str) -> None:
-    __tracebackhide__ = True
-    if "crashed" in res:
-        record.require(exact("the case ran to its end (no crash, no hang)", 1, 1,
-                             res["crashed"]))
-    surfaced = res["surfaced"]
-    record.require(exact(
-        "error raised no later than the next sync point", int(surfaced == "never"), 1,
-        "silent out-of-bounds: no error at the call nor at the synchronisation"
-        + (f"; and then: {res['guards'][0]}" if res["guards"] else "")))
-    mro = res.get("exc_mro", [])
-    record.require(exact("raises IndexError or RuntimeError (AcceleratorError)",
-                         int(not any(c in mro for c in ALLOWED)), 1,
-                         f"raised {res.get('exc_type')}: {res.get('message', '')[:200]}"))
-    message = res.get("message", "")
-    record.require(exact("the message names the problem (index / out of bounds / assert)",
-                         int(matching(message, INDEX_MESSAGES[kind]) is None), 1,
-                         f"message {message[:300]!r} matches no pattern of "
-                         f"conformance/error_messages.py for {kind}"))
-    record.require(exact("no write outside the destination", len(res["guards"]),
-                         max(len(res["guards"]), 1), "; ".join(res["guards"])))
-    if after_error == "keeps_working":
-        record.require(exact("guards readable after the error (the device keeps working)",
-                             int(not res.get("guards_checked", False)), 1,
-                             res.get("guards_error", "")))
-        record.require(exact("the device keeps working: the next op is correct",
-                             int(res["after"] != "correct"), 1,
-                             f"after the error the valid case {res['after']}: "
-                             f"{res['after_detail']}"))
-    else:
-        record.require(exact("the device is reported poisoned or still correct, never wrong",
-                             int(res["after"] == "wrong"), 1,
-                             f"after the error the valid case is wrong: {res['after_detail']}"))
+                        **({"bad": res["bad"]} if "bad" in res else {}))
+            require_invalid(record, res, conformance_state.device.matrix_key, dev.after_error)
 
 
 class TestIndexSelect(IndexingTests):

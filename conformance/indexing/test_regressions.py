@@ -1,0 +1,107 @@
+"""Regression cases from real upstream indexing bugs, each on the run's device with the
+bug's shapes, the destination a view inside a larger guarded storage.
+
+- pytorch#189968 (MPS ``index_copy_``): no index validation; on ``storage[:5]`` index 8
+  wrote ``storage[8]``, on ``storage[8:13]`` index -1 wrote ``storage[7]`` (index_copy_
+  rejects every negative index).
+- pytorch#189969 (MPS ``index_fill_``): two kernel paths, chosen by
+  ``indices_numel * 16 >= dim_size`` (a mask, else a scatter); the mask path wrote past its
+  mask, the scatter path past the view (index 40 on 32 rows) or, wrapping -38 once, before
+  it. index_fill_ must accept [-size, -1] and wrap it.
+- pytorch#189970 (MPS ``index_reduce_``): the index cast to uint32 unchecked: 2**32 + 1
+  lands on row 1.
+- pytorch#189971 (MPS ``embedding_bag``): ``> num_weights`` for ``>=``: index ==
+  num_embeddings read the row after the table.
+(CPU ``embedding_bag`` with decreasing offsets, found by this suite, is test_indexing's
+``test_invalid[offset_decreasing]``, an expected failure on CPU.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.indexing.checks import literal_case
+from conformance.indexing.verdicts import require_invalid, run_case
+
+LAYOUTS = pytest.mark.parametrize("layout", ["contiguous", "strided"])
+
+
+def _data(rows: int, cols: int) -> list:
+    return (np.arange(rows * cols, dtype=np.float64).reshape(rows, cols) / 8 + 0.5).tolist()
+
+
+def _check(request, record, impl, dtype, device, conformance_state, layout, op, arrays,
+           scalars, index, n, bad, at=0, index_dtype="int64"):
+    __tracebackhide__ = True
+    dev = conformance_state.matrix.devices[conformance_state.device.matrix_key]
+    args = (op, arrays, scalars, index, n, bad, at, str(dtype).removeprefix("torch."),
+            index_dtype, layout, impl.spec, str(device))
+    record.case(layout=layout, bad=bad, at=at, n=n, **scalars)
+    res = run_case(request, dev.isolate_errors, literal_case, args)
+    require_invalid(record, res, conformance_state.device.matrix_key, dev.after_error)
+
+
+
+class TestIndexCopy:
+    pytestmark = pytest.mark.area("indexing.index_copy_")
+
+    @LAYOUTS
+    @pytest.mark.parametrize("bad", [8, 5, -1], ids=lambda b: f"index{b}")
+    def test_view_of_larger_storage(self, impl, dtype, device, record, request,
+                                    conformance_state, layout, bad):
+        """pytorch#189968: a 5-row view, one index out of range (or negative)."""
+        arrays = {"x": ("data", _data(5, 3)), "index": ("index", [0, 2]),
+                  "src": ("data", _data(2, 3))}
+        _check(request, record, impl, dtype, device, conformance_state, layout,
+               "index_copy_", arrays, {"dim": 0}, "index", 5, bad, at=1)
+
+
+class TestIndexFill:
+    pytestmark = pytest.mark.area("indexing.index_fill_")
+
+    @LAYOUTS
+    @pytest.mark.parametrize("path,count", [("scatter", 1), ("mask", 4)])
+    @pytest.mark.parametrize("bad", [40, 32, -33, -38], ids=lambda b: f"index{b}")
+    def test_both_kernel_paths(self, impl, dtype, device, record, request,
+                               conformance_state, layout, path, count, bad):
+        """pytorch#189969: 1 index of 32 rows takes the scatter path, 4 (4 * 16 >= 32) the
+        mask path; valid negatives in the same call must still wrap."""
+        index = [-1, 3, -32, 7][:count]
+        arrays = {"x": ("data", _data(32, 2)), "index": ("index", index)}
+        _check(request, record, impl, dtype, device, conformance_state, layout,
+               "index_fill_", arrays, {"dim": 0, "value": 3.0}, "index", 32, bad,
+               at=count - 1)
+
+
+class TestIndexReduce:
+    pytestmark = pytest.mark.area("indexing.index_reduce_")
+
+    @LAYOUTS
+    @pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+    def test_uint32_wrap(self, impl, dtype, device, record, request, conformance_state,
+                         layout, reduce):
+        """pytorch#189970: 2**32 + 1 must not land on row 1."""
+        arrays = {"x": ("data", _data(4, 3)), "index": ("index", [0, 2]),
+                  "src": ("data", _data(2, 3))}
+        _check(request, record, impl, dtype, device, conformance_state, layout,
+               "index_reduce_", arrays, {"dim": 0, "reduce": reduce, "include_self": True},
+               "index", 4, 2**32 + 1, at=1)
+
+
+class TestEmbeddingBag:
+    pytestmark = pytest.mark.area("indexing.embedding_bag")
+
+    def _arrays(self, offsets: list[int]) -> dict:
+        return {"index": ("index", [0, 2, 1]), "weight": ("data", _data(3, 4)),
+                "offsets": ("index", offsets)}
+
+    @LAYOUTS
+    @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+    def test_index_equal_to_num_embeddings(self, impl, dtype, device, record, request,
+                                           conformance_state, layout, mode):
+        """pytorch#189971: index == num_embeddings (3) must raise, in every mode."""
+        _check(request, record, impl, dtype, device, conformance_state, layout,
+               "embedding_bag", self._arrays([0, 2]),
+               {"mode": mode, "include_last_offset": False, "padding_idx": None},
+               "index", 3, 3, at=1)

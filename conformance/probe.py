@@ -211,4 +211,23 @@ def environment(info: DeviceInfo) -> dict[str, Any]:
         "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),
         "packages": {d: v for d in DISTRIBUTIONS if (v := _dist_version(d))},
+        "device_side_assertions": device_side_assertions(),
     }
+
+
+def device_side_assertions() -> dict[str, Any]:
+    """What is known before any assertion fails: the build kind, the runtime switch
+    ``PYTORCH_USE_CUDA_DSA`` and (ROCm) whether kernel asserts are compiled in. torch has no
+    API for TORCH_USE_CUDA_DSA: the device_assert area's messages reveal it (``observed``,
+    filled in by the report)."""
+    out: dict[str, Any] = {"runtime_switch": os.environ.get("PYTORCH_USE_CUDA_DSA"),
+                           "observed": None}
+    if not (torch.version.cuda or torch.version.hip):
+        out["build"] = "not applicable (no CUDA or HIP in this build)"
+    else:
+        out["build"] = "HIP" if torch.version.hip else "CUDA"
+        if torch.version.hip:
+            show = torch.__config__.show()
+            out["rocm_kernel_assert"] = "USE_ROCM_KERNEL_ASSERT=ON" in show or \
+                "USE_ROCM_KERNEL_ASSERT=1" in show
+    return out

@@ -17,6 +17,7 @@ from typing import Any
 
 from conformance import REPORT_SCHEMA_VERSION, __version__
 from conformance.outcomes import SKIPPED_TAG, UNSUPPORTED_TAG
+from conformance.report_tables import BULKY_NOTES, indexing_table
 
 OUTCOMES = (
     "passed", "failed", "error", "expected-fail", "unexpected-pass", "unsupported", "skipped",
@@ -188,6 +189,7 @@ def build_report(
     collector: Collector, environment: dict[str, Any], run: dict[str, Any]
 ) -> dict[str, Any]:
     _count_entry_uses(run.get("matrix_entries", []), list(collector.entries.values()))
+    _observed_dsa(environment, collector)
     return {
         "schema": "torch-conformance-report",
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -201,6 +203,17 @@ def build_report(
         "results": [e.to_json() for e in sorted(collector.entries.values(),
                                                 key=lambda e: e.nodeid)],
     }
+
+
+def _observed_dsa(environment: dict[str, Any], collector: Collector) -> None:
+    """The DSA mode the device_assert area's messages revealed, into the environment."""
+    dsa = environment.get("device_side_assertions")
+    if dsa is None:
+        return
+    modes = sorted({m for e in collector.entries.values() if e.meta.get("area") == "device_assert"
+                    and (m := ((e.record or {}).get("notes") or {}).get("dsa_mode"))})
+    if modes:
+        dsa["observed"] = ", ".join(modes)
 
 
 def _margin(value: float | None) -> str:
@@ -230,6 +243,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- torch {env['torch']}, CUDA {env['cuda']}, HIP {env['hip']}, "
         f"Python {env['python']}, BLAS {env['blas'].get('BLAS_INFO', '?')}",
         f"- profile `{run['profile']}`, seed {run['seed']}, matrix `{run['matrix']}`",
+        "- device-side assertions: " + ", ".join(
+            f"{k}={v}" for k, v in (env.get("device_side_assertions") or {}).items()),
         "- matmul settings: " + ", ".join(f"{k}={v}" for k, v in
                                            env.get("matmul_settings", {}).items()),
         f"- created {report['created']}, command: `{run['command']}`",
@@ -286,12 +301,15 @@ def render_markdown(report: dict[str, Any]) -> str:
             reason = m["reason"].replace("|", "\\|")
             lines.append(f"| {m['entry']} | {m['area']} | {m['versions'] or '-'} | {here} "
                          f"| {m.get('tests', '-')} | {reason} |")
-    noted = [r for r in report["results"] if r["notes"]]
+    lines += indexing_table(report["results"])
+    noted = [r for r in report["results"]
+             if {k: v for k, v in r["notes"].items() if k not in BULKY_NOTES}]
     if noted:
         lines += ["", "## Notes recorded by checks", ""]
         seen: set[str] = set()
         for r in noted:
-            text = ", ".join(f"{k}: {v}" for k, v in sorted(r["notes"].items()))
+            text = ", ".join(f"{k}: {v}" for k, v in sorted(r["notes"].items())
+                             if k not in BULKY_NOTES)
             line = f"- {r['area']} / `{r['impl']}` / {r['dtype']}: {text}"
             if line not in seen:
                 seen.add(line)

@@ -74,3 +74,23 @@ def test_invalid_cases_in_the_isolation_runner(suite, tmp_path: Path):
     assert notes, "no isolated outcome recorded"
     first = notes[0]["notes"]["isolated"][0]
     assert first["kind"] == "returned" and "python -m conformance.isolate" in first["foreground"]
+    assert "rerun in the foreground: python -m conformance.isolate" in run.stdout
+
+
+def test_poisoning_device_declaration(suite, tmp_path: Path):
+    """A device declared ``errors: {after: poisoned}`` runs its invalid cases isolated, in
+    float32 only (each would need a fresh child there), and accepts a device that raises
+    afterwards, never a wrong result."""
+    matrix = (SUITE / "device_matrix.yaml").read_text()
+    flipped = matrix.replace("errors: {after: keeps_working, isolate: false}",
+                             "errors: {after: poisoned, isolate: true}")
+    path = tmp_path / "matrix.yaml"
+    path.write_text(flipped)
+    run = suite(str(SUITE / "indexing"), "-n", "0", "-q", "-p", "no:randomly",
+                f"--device-matrix={path}", "-k", "TestGather and test_invalid and (n- or -1-)")
+    assert run.returncode == 0, run.output[-3000:]
+    rows = run.report["results"]
+    ran = [r for r in rows if r["outcome"] == "passed"]
+    skipped = [r for r in rows if r["outcome"] == "unsupported"]
+    assert ran and all(r["dtype"] == "float32" for r in ran), [r["nodeid"] for r in ran]
+    assert skipped and all("time budget" in r["reason"] for r in skipped)

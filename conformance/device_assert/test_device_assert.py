@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from conformance.compare import exact
+from conformance.compare import exact as _exact
 from conformance.device_assert.cases import (
     assert_async_case,
     kernel_assert_case,
@@ -48,9 +49,14 @@ def _returned(record, isolated, outcome) -> dict:
     return dict(outcome.value)
 
 
-def _require_raised(record, res: dict, key: str, after_error: str, outcome,
+def _require_raised(record, res: dict, key: str, after_error: str, outcome, isolated,
                     at_call: bool = False) -> None:
     __tracebackhide__ = True
+    hint = f"; rerun in the foreground: {isolated.command(outcome)}"
+
+    def exact(name: str, bad: int, total: int, detail: str):  # the hint on every failure
+        return _exact(name, bad, total, detail + hint if bad else "")
+
     where = res["surfaced"]
     record.note(surfaced=where, message=res.get("message", "")[:2000],
                 dsa_mode=dsa_mode(res.get("message", "")), retired=outcome.retired,
@@ -95,7 +101,7 @@ def test_assert_async_false(impl, device, record, isolated, conformance_state, v
     key, after = _state(conformance_state)
     outcome = isolated(assert_async_case, impl.spec, value, str(device))
     res = _returned(record, isolated, outcome)
-    _require_raised(record, res, key, after, outcome)
+    _require_raised(record, res, key, after, outcome, isolated)
 
 
 KERNEL_ENVS = {
@@ -117,7 +123,7 @@ def test_kernel_assert(device, record, isolated, conformance_state, env):
     outcome = isolated(kernel_assert_case, str(device), env=KERNEL_ENVS[env])
     res = _returned(record, isolated, outcome)
     blocking = env == "launch_blocking" or (env == "serialize_kernel" and key == "rocm")
-    _require_raised(record, res, key, after, outcome, at_call=blocking)
+    _require_raised(record, res, key, after, outcome, isolated, at_call=blocking)
     message = res.get("message", "")
     if env == "dsa" and re.search(r"device-side assertion failures? (were|was) found", message,
                                   re.IGNORECASE):  # DSA tracked this kernel's assertion

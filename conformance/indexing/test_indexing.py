@@ -35,7 +35,7 @@ from conformance.indexing.ops import (
     invalid_variants,
     kinds,
 )
-from conformance.indexing.verdicts import require_invalid, run_case, summary
+from conformance.indexing.verdicts import require_invalid, run_case, skip_if_costly, summary
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -90,6 +90,7 @@ class IndexingTests:
                      request):
         spec = SPECS[self.op]
         dev = conformance_state.matrix.devices[conformance_state.device.matrix_key]
+        skip_if_costly(dtype, dev.after_error)
         seed = int(rng.integers(2**31))
         runs = []
         for variant in invalid_variants(spec):

@@ -12,6 +12,8 @@ bug's shapes, the destination a view inside a larger guarded storage.
   lands on row 1.
 - pytorch#189971 (MPS ``embedding_bag``): ``> num_weights`` for ``>=``: index ==
   num_embeddings read the row after the table.
+- pytorch#49882 (CUDA ``nll_loss2d``, open): with ``reduction='none'`` the kernel skips the
+  target-range assert: a (N, C, d) input with a target of C.
 (CPU ``embedding_bag`` with decreasing offsets, found by this suite, is test_indexing's
 ``test_invalid[offset_decreasing]``, an expected failure on CPU.)
 """
@@ -22,7 +24,7 @@ import numpy as np
 import pytest
 
 from conformance.indexing.checks import literal_case
-from conformance.indexing.verdicts import require_invalid, run_case
+from conformance.indexing.verdicts import require_invalid, run_case, skip_if_costly
 
 LAYOUTS = pytest.mark.parametrize("layout", ["contiguous", "strided"])
 
@@ -35,6 +37,7 @@ def _check(request, record, impl, dtype, device, conformance_state, layout, op, 
            scalars, index, n, bad, at=0, index_dtype="int64"):
     __tracebackhide__ = True
     dev = conformance_state.matrix.devices[conformance_state.device.matrix_key]
+    skip_if_costly(dtype, dev.after_error)
     args = (op, arrays, scalars, index, n, bad, at, str(dtype).removeprefix("torch."),
             index_dtype, layout, impl.spec, str(device))
     record.case(layout=layout, bad=bad, at=at, n=n, **scalars)
@@ -105,3 +108,18 @@ class TestEmbeddingBag:
                "embedding_bag", self._arrays([0, 2]),
                {"mode": mode, "include_last_offset": False, "padding_idx": None},
                "index", 3, 3, at=1)
+
+
+class TestNllLoss:
+    pytestmark = pytest.mark.area("indexing.nll_loss")
+
+    @pytest.mark.parametrize("reduction", ["none", "mean"])
+    @pytest.mark.parametrize("bad", [5, -1], ids=lambda b: f"target{b}")
+    def test_spatial_target_out_of_range(self, impl, dtype, device, record, request,
+                                         conformance_state, reduction, bad):
+        """pytorch#49882: a (N, C, d) input goes through nll_loss2d."""
+        logp = (-np.abs(np.asarray(_data(8, 5))).reshape(2, 5, 4)).tolist()
+        arrays = {"x": ("data", logp), "target": ("int64", [[0, 1, 2, 3], [4, 0, 1, 2]])}
+        _check(request, record, impl, dtype, device, conformance_state, "contiguous",
+               "nll_loss", arrays, {"ignore_index": -100, "reduction": reduction}, "target",
+               5, bad, at=5)

@@ -52,6 +52,13 @@ class Expected:
     reduce: str = "assign"
     weight_sum: float | None = None  # nll_loss "mean": the denominator
 
+    def reshaped(self, shape: tuple[int, ...]) -> Expected:
+        """The same result for a destination of ``shape`` (flat positions unchanged)."""
+        self.value = self.value.reshape(shape)
+        if self.count is not None:
+            self.count, self.abs_sum = self.count.reshape(shape), self.abs_sum.reshape(shape)
+        return self
+
 
 def _wrap(index: np.ndarray, n: int) -> np.ndarray:
     index = np.asarray(index, dtype=np.int64)
@@ -259,12 +266,7 @@ def scatter(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray,
     pos = _flat_positions(xs.shape, _along(index.shape, dim, index))
     vals = np.asarray(src).reshape(np.shape(src) or (1,))[
         tuple(slice(0, s) for s in index.shape)]
-    out = _write(xs, pos, vals, reduce, include_self, integer)
-    out.value = out.value.reshape(x.shape)
-    for name in ("count", "abs_sum"):
-        if getattr(out, name) is not None:
-            setattr(out, name, getattr(out, name).reshape(x.shape))
-    return out
+    return _write(xs, pos, vals, reduce, include_self, integer).reshaped(x.shape)
 
 
 def index_write(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray | float,
@@ -286,12 +288,7 @@ def index_write(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray | fl
     grid = list(np.indices(slice_shape, dtype=np.int64))
     grid[dim] = index[grid[dim]]
     pos = _flat_positions(xs.shape, grid)
-    out = _write(xs, pos, src, reduce, include_self, integer)
-    out.value = out.value.reshape(x.shape)
-    for name in ("count", "abs_sum"):
-        if getattr(out, name) is not None:
-            setattr(out, name, getattr(out, name).reshape(x.shape))
-    return out
+    return _write(xs, pos, src, reduce, include_self, integer).reshaped(x.shape)
 
 
 def index_put(x: np.ndarray, indices: list[np.ndarray], values: np.ndarray,
@@ -321,14 +318,8 @@ def put(x: np.ndarray, index: np.ndarray, src: np.ndarray, accumulate: bool = Fa
     n = x.size
     _check(index, -n, n, "put_")
     pos = _wrap(np.asarray(index).reshape(-1), n)
-    out = _write(x.reshape(-1), pos, np.asarray(src).reshape(-1),
-                 "sum" if accumulate else "assign")
-    out.value = out.value.reshape(x.shape)
-    if out.count is not None:
-        out.count, out.abs_sum = out.count.reshape(x.shape), out.abs_sum.reshape(x.shape)
-    if out.choices is not None:
-        out.choices = {int(p): c for p, c in out.choices.items()}
-    return out
+    return _write(x.reshape(-1), pos, np.asarray(src).reshape(-1),
+                  "sum" if accumulate else "assign").reshaped(x.shape)
 
 
 def setitem(x: np.ndarray, dim: int, index: np.ndarray, value: np.ndarray) -> Expected:

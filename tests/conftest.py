@@ -40,6 +40,13 @@ class SuiteRun:
     def output(self) -> str:
         return self.stdout + self.stderr
 
+    def by_impl(self) -> dict[str, list[dict]]:
+        """The report's results grouped by implementation name."""
+        out: dict[str, list[dict]] = {}
+        for r in (self.report or {}).get("results", []):
+            out.setdefault(r["impl"], []).append(r)
+        return out
+
 
 def run_suite(args: list[str], tmp_path: Path, *, report: bool = True,
               timeout: float = 600) -> SuiteRun:

@@ -22,19 +22,12 @@ def _impls(pairs: list[tuple[str, str]]) -> list[str]:
     return [f"--impl=sampler.{area}=planted.sampler_faults:{attr}" for area, attr in pairs]
 
 
-def _failed_by_impl(run) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for r in run.report["results"]:
-        out.setdefault(r["impl"], []).append(r)
-    return out
-
-
 def test_issue_faults_are_flagged(suite):
     run = suite(str(SUITE / "samplers"), "-n", "0", "-q", "-p", "no:randomly",
                 "--no-builtins", "-k", "goodness_of_fit or independence",
                 *_impls([(a, f) for a, f, _ in ISSUE_FAULTS]))
     assert run.returncode == 1, run.output[-3000:]
-    results = _failed_by_impl(run)
+    results = run.by_impl()
     for area, attr, expected in ISSUE_FAULTS:
         name = f"planted.{attr}"
         failed = [r for r in results.get(name, []) if r["outcome"] == "failed"]
@@ -61,7 +54,7 @@ def test_one_percent_faults_are_flagged(suite):
                 "--no-builtins", "-k", "goodness_of_fit and (float32 or bfloat16)",
                 *_impls(ONE_PCT))
     assert run.returncode == 1, run.output[-3000:]
-    results = _failed_by_impl(run)
+    results = run.by_impl()
     missed, trials = [], 0
     for _area, attr in ONE_PCT:
         rows = results.get(f"planted.{attr}", [])
@@ -122,7 +115,7 @@ def test_tail_dependence_stream_and_remainder_faults_are_flagged(suite):
                 "--impl=sampler.normal=impls.samplers:normal",
                 "--impl=sampler.exponential=impls.samplers:exponential")
     assert run.returncode == 1, run.output[-3000:]
-    results = _failed_by_impl(run)
+    results = run.by_impl()
     for area, attr, dtype, check in NEW_FAULTS:
         rows = [r for r in results.get(f"planted.{attr}", [])
                 if f"::{check}[" in r["nodeid"] and f"-{dtype}]" in r["nodeid"]]

@@ -56,6 +56,10 @@ def _ce_kwargs(t: Tensors, s: dict[str, Any]) -> dict[str, Any]:
 
 
 REDUCE = ("sum", "prod", "mean", "amax", "amin")
+_LOSS: dict[str, Any] = {  # nll_loss and cross_entropy
+    "index_dtypes": ("int64",), "extra_kinds": ("near_ignore_index",), "min_ndim": 2,
+    "options": {"reduction": ("none", "sum", "mean"), "weighted": (False, True),
+                "ignore_index": (-100, 1), "ignored": (False, True)}}
 
 SPECS: dict[str, OpSpec] = {s.name: s for s in [
     OpSpec("index_select", lambda f, t, s: f(t["x"], s["dim"], t["index"]),
@@ -124,15 +128,11 @@ SPECS: dict[str, OpSpec] = {s.name: s for s in [
     OpSpec("nll_loss", lambda f, t, s: f(t["x"], t["target"], **_ce_kwargs(t, s)),
            lambda a, s, i: oracle.nll_loss(a["x"], a["target"], a.get("weight"),
                                            s["ignore_index"], s["reduction"]),
-           index_dtypes=("int64",), extra_kinds=("near_ignore_index",),
-           options={"reduction": ("none", "sum", "mean"), "weighted": (False, True),
-                    "ignore_index": (-100, 1), "ignored": (False, True)}, min_ndim=2),
+           **_LOSS),
     OpSpec("cross_entropy", lambda f, t, s: f(t["x"], t["target"], **_ce_kwargs(t, s)),
            lambda a, s, i: oracle.cross_entropy(a["x"], a["target"], a.get("weight"),
                                                 s["ignore_index"], s["reduction"]),
-           index_dtypes=("int64",), extra_kinds=("near_ignore_index",),
-           options={"reduction": ("none", "sum", "mean"), "weighted": (False, True),
-                    "ignore_index": (-100, 1), "ignored": (False, True)}, min_ndim=2),
+           **_LOSS),
     OpSpec("one_hot", lambda f, t, s: f(t["index"], s["num_classes"]),
            lambda a, s, i: oracle.one_hot(a["index"], s["num_classes"]),
            index_dtypes=("int64",)),

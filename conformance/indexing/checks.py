@@ -197,24 +197,29 @@ def invalid_case(op: str, params: Params, kind: str, dtype: str, index_dtype: st
 
 def literal_case(op: str, arrays: dict[str, tuple[str, list]], scalars: dict[str, Any],
                  index: str, n: int, bad_value: int, at: int, dtype: str, index_dtype: str,
-                 layout: str, impl_spec: str, device: str) -> dict[str, Any]:
+                 layout: str, impl_spec: str, device: str,
+                 compiled: bool = False) -> dict[str, Any]:
     """``invalid_case`` for a case given literally (the regression cases): entry ``at`` of
-    array ``index`` is replaced by ``bad_value``."""
+    array ``index`` is replaced by ``bad_value``; ``compiled``: the implementation under
+    ``torch.compile`` (run it in a fresh child: Inductor's verdict depends on what it
+    compiled before)."""
     good = Case(op, {k: (role, np.asarray(v)) for k, (role, v) in arrays.items()},
                 dict(scalars), index, n, "x" if SPECS[op].writes else None)
     bad_arrays = {k: (role, v.copy()) for k, (role, v) in good.arrays.items()}
     bad_arrays[index][1].reshape(-1)[at] = bad_value
     bad = Case(op, bad_arrays, dict(scalars), index, n, good.dest)
-    return run_invalid(impl_spec, bad, good, dtype, index_dtype, layout, device)
+    return run_invalid(impl_spec, bad, good, dtype, index_dtype, layout, device, compiled)
 
 
 def run_invalid(impl_spec: str, bad: Case, good: Case, dtype: str, index_dtype: str,
-                layout: str, device: str) -> dict[str, Any]:
+                layout: str, device: str, compiled: bool = False) -> dict[str, Any]:
     """Run the invalid case ``bad``, then its valid twin ``good`` (is the device still
     correct?); where the error surfaced, the exception, the guards."""
     from conformance.registry import load_object
 
     fn = load_object(impl_spec, f"--impl indexing.{bad.op}")
+    if compiled:
+        fn = torch.compile(fn, dynamic=False)
     spec, tdtype = SPECS[bad.op], getattr(torch, dtype)
     out: dict[str, Any] = {"applies": True, "surfaced": "never", "bad": _bad_summary(bad)}
     g = materialize(bad, tdtype, index_dtype, device, layout)

@@ -14,6 +14,10 @@ bug's shapes, the destination a view inside a larger guarded storage.
   num_embeddings read the row after the table.
 - pytorch#49882 (CUDA ``nll_loss2d``, open): with ``reduction='none'`` the kernel skips the
   target-range assert: a (N, C, d) input with a target of C.
+- pytorch#185885 / #169779 (Inductor): under ``torch.compile`` ``index_add_`` accepted index
+  -1 and ``index_select`` wrapped it. Reproduced on torch 2.11 and 2.13 (CPU) for a fresh
+  compile; after other shapes were compiled the same call may raise, so these cases run in
+  a fresh isolated child on every device.
 (CPU ``embedding_bag`` with decreasing offsets, found by this suite, is test_indexing's
 ``test_invalid[offset_decreasing]``, an expected failure on CPU.)
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from conformance.indexing.checks import literal_case
 from conformance.indexing.verdicts import require_invalid, run_case, skip_if_costly
@@ -34,14 +39,15 @@ def _data(rows: int, cols: int) -> list:
 
 
 def _check(request, record, impl, dtype, device, conformance_state, layout, op, arrays,
-           scalars, index, n, bad, at=0, index_dtype="int64"):
+           scalars, index, n, bad, at=0, index_dtype="int64", compiled=False):
     __tracebackhide__ = True
     dev = conformance_state.matrix.devices[conformance_state.device.matrix_key]
     skip_if_costly(dtype, dev.after_error)
     args = (op, arrays, scalars, index, n, bad, at, str(dtype).removeprefix("torch."),
-            index_dtype, layout, impl.spec, str(device))
-    record.case(layout=layout, bad=bad, at=at, n=n, **scalars)
-    res = run_case(request, dev.isolate_errors, literal_case, args)
+            index_dtype, layout, impl.spec, str(device), compiled)
+    record.case(layout=layout, bad=bad, at=at, n=n, compiled=compiled, **scalars)
+    res = run_case(request, dev.isolate_errors or compiled, literal_case, args,
+                   fresh=compiled)
     require_invalid(record, res, conformance_state.device.matrix_key, dev.after_error)
 
 
@@ -123,3 +129,30 @@ class TestNllLoss:
         _check(request, record, impl, dtype, device, conformance_state, "contiguous",
                "nll_loss", arrays, {"ignore_index": -100, "reduction": reduction}, "target",
                5, bad, at=5)
+
+
+COMPILED = pytest.mark.parametrize("dtype", [pytest.param(torch.float32, id="float32")])
+
+
+class TestIndexAdd:
+    pytestmark = pytest.mark.area("indexing.index_add_")
+
+    @COMPILED
+    def test_compiled(self, impl, dtype, device, record, request, conformance_state):
+        """pytorch#185885: ``torch.compile(index_add_)`` must reject -1."""
+        arrays = {"x": ("data", _data(4, 5)), "index": ("index", [1, 2, 0]),
+                  "src": ("data", _data(3, 5))}
+        _check(request, record, impl, dtype, device, conformance_state, "contiguous",
+               "index_add_", arrays, {"dim": 0, "alpha": 1}, "index", 4, -1, at=2,
+               compiled=True)
+
+
+class TestIndexSelect:
+    pytestmark = pytest.mark.area("indexing.index_select")
+
+    @COMPILED
+    def test_compiled(self, impl, dtype, device, record, request, conformance_state):
+        """pytorch#169779: ``torch.compile(index_select)`` must reject -1."""
+        arrays = {"x": ("data", _data(4, 5)), "index": ("index", [1, 2, 0])}
+        _check(request, record, impl, dtype, device, conformance_state, "contiguous",
+               "index_select", arrays, {"dim": 0}, "index", 4, -1, at=2, compiled=True)

@@ -28,13 +28,15 @@ def skip_if_costly(dtype: Any, after_error: str) -> None:
 
 
 def run_case(request: pytest.FixtureRequest, isolate: bool, fn: Callable[..., dict],
-             args: tuple) -> dict[str, Any]:
+             args: tuple, fresh: bool = False) -> dict[str, Any]:
     """The invalid case's result dict, in a child when the device isolates error cases
-    (a crashed child gives {"crashed": explanation}; its outcome is in the notes)."""
+    (a crashed child gives {"crashed": explanation}; its outcome is in the notes);
+    ``fresh``: in a child of its own (a new environment key: no state from earlier cases)."""
     if not isolate:
         return fn(*args)
     isolated = request.getfixturevalue("isolated")
-    outcome = isolated(fn, *args, timeout=60)
+    env = {"CONFORMANCE_FRESH_CHILD": request.node.nodeid} if fresh else None
+    outcome = isolated(fn, *args, timeout=120, env=env)
     if outcome.kind == "returned":
         res = dict(outcome.value)
         res["retired"], res["retire_reason"] = outcome.retired, outcome.retire_reason

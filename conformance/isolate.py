@@ -117,7 +117,14 @@ def _death(rc: int) -> dict[str, Any]:
 
 
 def _child_env(env: dict[str, str]) -> dict[str, str]:
+    """The child's environment: the parent's, ``env``, and the parent's share of the cores
+    (xdist workers split them: a child must not take them all, nor its Inductor compile
+    spawn a pool of compile workers)."""
     full = {**os.environ, **env}
+    torch = sys.modules.get("torch")
+    if torch is not None and "OMP_NUM_THREADS" not in full:
+        full["OMP_NUM_THREADS"] = str(torch.get_num_threads())
+    full.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     root = str(Path(__file__).resolve().parent.parent)
     full["PYTHONPATH"] = os.pathsep.join(filter(None, [root, full.get("PYTHONPATH")]))
     full["PYTHONUNBUFFERED"] = "1"

@@ -40,7 +40,9 @@ def test_planted_indexing_faults_are_flagged(suite):
             (fault, [r.get("reason") for r in failed][:3])
         assert f"--impl=indexing.{area}=planted.indexing_faults:{fault}" in run.stdout
         twins = results.get(f"planted.{twin}", [])
-        bad = [r["nodeid"] for r in twins if r["outcome"] not in ("passed", "unsupported")]
+        # expected-fail: the twin under torch.compile meets Inductor's bug (the matrix)
+        bad = [r["nodeid"] for r in twins
+               if r["outcome"] not in ("passed", "unsupported", "expected-fail")]
         assert twins and not bad, (twin, bad)
     assert "silent out-of-bounds" in run.stdout
     assert "reproduce: pytest" in run.stdout

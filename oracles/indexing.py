@@ -7,9 +7,11 @@ Every writing op is reduced to one list of (destination position, value) writes,
   ``put_(accumulate=False)``, ``x[idx] = v``): a position written more than once may hold
   any one of the values written there (torch documents the order as undefined); the result
   carries those candidates in ``Expected.choices``;
-- accumulating ops: the exact sum / product / mean / max / min of the terms, in float64, with
-  the number of terms and the sum of their magnitudes per element (``count``, ``abs_sum``)
-  for the caller's rounding bound. "mean" on integer dtypes is torch's floor division.
+- accumulating ops: the sum / product / mean / max / min of the terms computed exactly
+  (``math.fsum``, ``fractions.Fraction``; log-softmax with mpmath at 40 digits) and rounded
+  once to float64, with the number of terms and the sum of their magnitudes per element
+  (``count``, ``abs_sum``) for the caller's rounding bound. "mean" on integer dtypes is
+  torch's floor division.
 
 Valid index ranges (``VALID_RANGE``, n = the size of the indexed dimension; numel for take /
 put_; C for class targets): ops whose range starts at -n wrap a negative i to i + n;
@@ -19,8 +21,11 @@ the others reject every negative index. ``nll_loss`` / ``cross_entropy`` also ac
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
+import mpmath
 import numpy as np
 
 #: op -> (lowest valid index as a multiple of -n: 1 means -n, 0 means 0), from torch's docs
@@ -96,13 +101,13 @@ def _write(dest: np.ndarray, pos: np.ndarray, vals: np.ndarray, reduce: str,
         count[p] = len(allt)
         abs_sum[p] = float(np.sum(np.abs(allt)))
         if reduce == "sum":
-            out[p] = float(np.sum(allt))
+            out[p] = math.fsum(allt)
         elif reduce == "prod":
-            out[p] = float(np.prod(allt))
+            out[p] = float(math.prod(Fraction(t) for t in allt))
             abs_sum[p] = abs(out[p])
         elif reduce == "mean":
-            total = float(np.sum(allt))
-            out[p] = np.floor_divide(total, len(allt)) if integer else total / len(allt)
+            total = sum(Fraction(t) for t in allt)
+            out[p] = float(total // len(allt)) if integer else float(total / len(allt))
         elif reduce == "amax":
             out[p] = max(allt)
         elif reduce == "amin":
@@ -197,17 +202,15 @@ def embedding_bag(index: np.ndarray, weight: np.ndarray, offsets: np.ndarray, mo
                 if padding_idx is None or int(index[j]) != padding_idx]
         if not rows:
             continue
-        terms = np.array([w * weight[r].astype(np.float64) for r, w in rows])
-        count[b] = len(rows)
-        abs_sum[b] = np.abs(terms).sum(axis=0)
-        if mode == "sum":
-            out[b] = terms.sum(axis=0)
-        elif mode == "mean":
-            out[b] = terms.sum(axis=0) / len(rows)
-        elif mode == "max":
-            out[b] = terms.max(axis=0)
-        else:
+        if mode not in ("sum", "mean", "max"):
             raise ValueError(f"unknown mode {mode!r}")
+        count[b] = len(rows)
+        for j in range(d):  # exact products and sums, one rounding
+            terms = [Fraction(w) * Fraction(float(weight[r, j])) for r, w in rows]
+            abs_sum[b, j] = float(sum(abs(t) for t in terms))
+            total = sum(terms)
+            out[b, j] = float(max(terms) if mode == "max" else
+                              total / len(rows) if mode == "mean" else total)
     reduce = {"max": "amax"}.get(mode, mode)
     return Expected(out, count=count, abs_sum=abs_sum, reduce=reduce)
 
@@ -223,22 +226,34 @@ def nll_loss(logp: np.ndarray, target: np.ndarray, weight: np.ndarray | None = N
     w = np.ones(c) if weight is None else np.asarray(weight, dtype=np.float64)
     safe = np.where(keep, target, 0)
     picked = np.take_along_axis(logp.astype(np.float64), safe[:, None], axis=1)[:, 0]
-    per = np.where(keep, -w[safe] * picked, 0.0)
-    wsum = float(np.where(keep, w[safe], 0.0).sum())
+    exact = [-Fraction(float(wt)) * Fraction(float(v)) if k else Fraction(0)
+             for wt, v, k in zip(w[safe].reshape(-1), picked.reshape(-1), keep.reshape(-1),
+                                 strict=True)]
+    per = np.array([float(e) for e in exact]).reshape(picked.shape)
+    wsum_exact = sum(Fraction(float(wt)) for wt, k in zip(w[safe].reshape(-1),
+                                                           keep.reshape(-1), strict=True) if k)
+    wsum = float(wsum_exact)
     if reduction == "none":
         return Expected(per, count=np.ones(per.shape, dtype=np.int64), abs_sum=np.abs(per),
                         reduce="sum")
-    total = float(per.sum())
-    value = total if reduction == "sum" else (total / wsum if wsum else float("nan"))
+    total = sum(exact)
+    value = float(total) if reduction == "sum" else (
+        float(total / wsum_exact) if wsum_exact else float("nan"))
     return Expected(np.array(value), count=np.array(int(keep.sum())),
-                    abs_sum=np.array(float(np.abs(per).sum())), reduce=reduction,
+                    abs_sum=np.array(float(sum(abs(e) for e in exact))), reduce=reduction,
                     weight_sum=wsum)
 
 
 def log_softmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
-    x = x.astype(np.float64)
-    m = x.max(axis=axis, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+    """x - log(sum(exp(x))) along ``axis``, with mpmath at 40 digits, rounded to float64."""
+    moved = np.moveaxis(np.asarray(x, dtype=np.float64), axis, -1)
+    out = np.empty(moved.shape)
+    with mpmath.workdps(40):
+        for idx in np.ndindex(moved.shape[:-1]):
+            row = [mpmath.mpf(float(v)) for v in moved[idx]]
+            lse = mpmath.log(mpmath.fsum(mpmath.exp(v) for v in row))
+            out[idx] = [float(v - lse) for v in row]
+    return np.moveaxis(out, -1, axis)
 
 
 def cross_entropy(x: np.ndarray, target: np.ndarray, weight: np.ndarray | None = None,

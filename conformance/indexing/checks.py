@@ -5,7 +5,8 @@ non-accumulating op may hold any of its written values); accumulating floating o
 to a forward-error bound that certifies accumulation in the operand's dtype (or wider):
 sum of m terms ``gamma(m - 1 + p) * sum|terms|`` (p = 1 where each term is a product, as
 with per-sample or class weights), mean ``gamma(m + p) * sum|terms| / m``, product
-``gamma(m - 1) * |result|``, gamma(k) = k u / (1 - k u) with u the dtype's unit roundoff;
+``gamma(m - 1) * |result|``, gamma(k) = k u / (1 - k u) with u the dtype's unit roundoff,
+plus ``2^-53 |result|`` (the oracle's exact result rounded to float64);
 cross_entropy adds its log-softmax, computed with float32 (float64 for float64)
 accumulation: ``(C + 4) u_acc (1 + |max| + max|x - max|) + 3 u (|x_t - max| + log-sum +
 |max|)`` per term (``_log_softmax_bound``). Max,
@@ -34,6 +35,19 @@ from oracles import indexing as oracle
 
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24,
                  "float64": 2.0**-53}
+
+
+def known_cpu_bug(op: str, params: Params, dtype: torch.dtype) -> str | None:
+    """A configuration of a known CPU bug that a deterministic regression case covers (and
+    the matrix lists as an expected failure), or None. The random valid cases leave it to
+    that case, so that a fresh seed does not fail on a known bug."""
+    shape = tuple(params["shape"])
+    if (op == "index_reduce_" and params["reduce"] == "prod"
+            and dtype in (torch.float16, torch.bfloat16) and len(shape) >= 2
+            and int(np.prod(shape)) // max(shape[params["dim"] % len(shape)], 1) == 1
+            and params["k"] >= 2 and shape[params["dim"] % len(shape)] > 0):
+        return "test_regressions.py::TestIndexReduceValid::test_prod_unit_slices"
+    return None
 
 
 def gamma(k: np.ndarray | int, u: float) -> np.ndarray:
@@ -70,7 +84,8 @@ def bound(spec: OpSpec, exp: oracle.Expected, inputs: dict[str, np.ndarray],
         b = gamma(np.maximum(m - 1, 0), u) * exp.abs_sum
     if case.op == "cross_entropy":
         b = b + _log_softmax_bound(inputs, case, exp, dtype)
-    return np.asarray(b, dtype=np.float64)
+    # the oracle's result is the exact value rounded once to float64
+    return np.asarray(b + 2.0**-53 * np.abs(np.asarray(exp.value)), dtype=np.float64)
 
 
 def _log_softmax_bound(inputs: dict[str, np.ndarray], case: Case, exp: oracle.Expected,
@@ -111,7 +126,7 @@ def compare(spec: OpSpec, case: Case, inputs: dict[str, np.ndarray], got: np.nda
         return [f"shape {got.shape} != {want.shape}"], None
     b = bound(spec, exp, inputs, case, dtype)
     if b is None:
-        bad = got != want
+        bad = np.array(got != want)  # an array even for 0-d results (item assignment)
         for pos, options in (exp.choices or {}).items():
             flat = np.unravel_index(pos, want.shape) if want.shape else ()
             bad[flat] = got[flat] not in options

@@ -14,6 +14,11 @@ bug's shapes, the destination a view inside a larger guarded storage.
   num_embeddings read the row after the table.
 - pytorch#49882 (CUDA ``nll_loss2d``, open): with ``reduction='none'`` the kernel skips the
   target-range assert: a (N, C, d) input with a target of C.
+- CPU ``index_reduce_(..., "prod")`` in float16 / bfloat16 with slices of one element and
+  two or more indices raises ``iter.ninputs() == traits::arity INTERNAL ASSERT FAILED``
+  (torch 2.11 and 2.13; found by this suite's fresh-seed runs): ``test_prod_unit_slices``.
+  ``test_indexing``'s random valid cases leave exactly that configuration to it on CPU
+  (``checks.KNOWN_CPU_BUGS``), so that a fresh seed does not fail on a known bug.
 - pytorch#185885 / #169779 (Inductor): under ``torch.compile`` ``index_add_`` accepted index
   -1 and ``index_select`` wrapped it. Reproduced on torch 2.11 and 2.13 (CPU) for a fresh
   compile; after other shapes were compiled the same call may raise, so these cases run in
@@ -28,7 +33,10 @@ import numpy as np
 import pytest
 import torch
 
-from conformance.indexing.checks import literal_case
+from conformance.compare import Measurement, exact
+from conformance.indexing.cases import Case
+from conformance.indexing.checks import literal_case, run_valid
+from conformance.indexing.ops import SPECS
 from conformance.indexing.verdicts import require_invalid, run_case, skip_if_costly
 
 LAYOUTS = pytest.mark.parametrize("layout", ["contiguous", "strided"])
@@ -96,6 +104,29 @@ class TestIndexReduce:
         _check(request, record, impl, dtype, device, conformance_state, layout,
                "index_reduce_", arrays, {"dim": 0, "reduce": reduce, "include_self": True},
                "index", 4, 2**32 + 1, at=1)
+
+
+class TestIndexReduceValid:
+    pytestmark = pytest.mark.area("indexing.index_reduce_")
+
+    @pytest.mark.parametrize("shape,dim,index", [((2, 1), 0, [0, 0]), ((1, 2), 1, [1, 0]),
+                                                 ((1, 1, 1), 2, [0, 0, 0])], ids=str)
+    def test_prod_unit_slices(self, impl, dtype, device, record, shape, dim, index):
+        """Valid indices, slices of one element: the product equals the oracle's."""
+        rows = int(np.prod(shape))
+        src_shape = tuple(len(index) if d == dim else s for d, s in enumerate(shape))
+        case = Case("index_reduce_", {
+            "x": ("data", np.asarray(_data(rows, 1)).reshape(shape)),
+            "index": ("index", np.asarray(index)),
+            "src": ("data", np.asarray(_data(int(np.prod(src_shape)), 1)).reshape(src_shape))},
+            {"dim": dim, "reduce": "prod", "include_self": True}, n=shape[dim], dest="x")
+        record.case(shape=shape, dim=dim, index=index)
+        res = run_valid(impl, SPECS["index_reduce_"], case, dtype, "int64", "contiguous", device)
+        problems = res["structure"] + res["values"] + res["guards"]
+        record.require(Measurement("values within the accumulation bound (checks.py)",
+                                   res["ratio"] or 0.0, 1.0, "; ".join(problems))
+                       if not res["structure"] else
+                       exact("result structure", 1, 1, "; ".join(res["structure"])))
 
 
 class TestEmbeddingBag:

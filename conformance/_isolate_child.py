@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fds", required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tag", default="")
+    parser.add_argument("--dist", default="",
+                        help="BACKEND,RANK,WORLD,STORE_FILE,TIMEOUT_S: join a process group "
+                             "(a rank of conformance.ranks) before serving cases")
     opts = parser.parse_args(argv)
     _die_with_parent()
     rfd, wfd = (int(x) for x in opts.fds.split(","))
@@ -60,7 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     from conformance._isolate_case import probe_device, run_case, select_device
 
     select_device(opts.device)
-    outbox.send({"ready": True, "pid": os.getpid(), "torch": torch.__version__})
+    hello = {"ready": True, "pid": os.getpid(), "torch": torch.__version__}
+    if opts.dist:
+        from conformance._ranks_case import join_group
+
+        hello.update(join_group(opts.dist, opts.device))
+    outbox.send(hello)
     on_accelerator = torch.device(opts.device).type != "cpu"
     while True:
         try:

@@ -134,14 +134,15 @@ def _child_env(env: dict[str, str]) -> dict[str, str]:
 class _Child:
     """One warm child process: its pipes, its output file and its process group."""
 
-    def __init__(self, device: str, env: dict[str, str]) -> None:
+    def __init__(self, device: str, env: dict[str, str],
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.device, self.env = device, env
         self.log = tempfile.TemporaryFile(prefix="conformance-isolate-")  # noqa: SIM115
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
         cmd = [sys.executable, "-u", "-m", "conformance._isolate_child",
                f"--fds={p2c_r},{c2p_w}", f"--device={device}",
-               f"--tag={os.environ.get(TAG_ENV, '')}"]
+               f"--tag={os.environ.get(TAG_ENV, '')}", *extra_args]
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,

@@ -35,6 +35,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    from conformance.ranks import shutdown as shutdown_ranks
+
+    shutdown_ranks()
     shutdown_children()
 
 

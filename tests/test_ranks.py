@@ -14,6 +14,7 @@ import pytest
 
 from conformance.ranks import run_ranks, shutdown
 
+pytestmark = pytest.mark.harness_only
 CASES = "tests.planted.rank_cases"
 ROOT = Path(__file__).resolve().parent.parent
 

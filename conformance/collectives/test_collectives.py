@@ -34,7 +34,8 @@ from conformance.profiles import examples
 from conformance.tensors import dtype_name
 from impls.collectives import REDUCE_OPS
 
-LAYOUTS = ("contiguous", "transposed", "strided", "offset")
+LAYOUTS = ("contiguous", "offset")  # test_noncontiguous covers the other two
+NONCONTIGUOUS = ("transposed", "strided")
 GRADCHECK = "conformance.collectives.cases:gradcheck"
 COMPILED = "conformance.collectives.cases:compiled"
 
@@ -44,7 +45,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     key = metafunc.config.stash[STATE].device.matrix_key
     pairs = combinations(key) or [("gloo", 2)]
-    if metafunc.function.__name__ == "test_gradcheck":
+    if metafunc.function.__name__ in ("test_gradcheck", "test_noncontiguous"):
         pairs = [p for p in pairs if p[1] in (2, 3)] or pairs[:1]
     if metafunc.function.__name__ == "test_compiled":  # one case per op (Inductor: seconds)
         pairs = [p for p in pairs if p[1] == 2] or pairs[:1]
@@ -104,6 +105,22 @@ class CollectiveTests:
         case = _case(self.op, world, dtype_name(dtype), p,
                      reduce_op if reduce_op != "none" else "sum")
         record.case(layout=layout, **case.params, seed=p["seed"])
+        backward = impl.caps.claims("backward")
+        outcome = run(request, "conformance.collectives.cases:eager",
+                      case.payload(impl.spec, layout, backward))
+        check_case(record, case, require_returned(record, outcome), backward)
+
+    @pytest.mark.parametrize("layout", NONCONTIGUOUS)
+    def test_noncontiguous(self, impl, backend, world, layout, device, record, request):
+        """Non-contiguous inputs (column-major, every other element): float32, the first
+        reduction, forward and backward."""
+        _applies(impl, backend, world, device)
+        p = {"rows": 2, "cols": 3, "seed": 5, "splits": "uneven", "dim": 1, "count": 2,
+             "src": world - 1}
+        p = {k: v for k, v in p.items() if k in {"rows", "cols", "seed"} or
+             k in _case_keys(self.op)}
+        case = _case(self.op, world, "float32", p)
+        record.case(layout=layout, **case.params)
         backward = impl.caps.claims("backward")
         outcome = run(request, "conformance.collectives.cases:eager",
                       case.payload(impl.spec, layout, backward))

@@ -15,10 +15,13 @@ import numpy as np
 import pytest
 
 from conformance.collectives.backends import combinations, missing
-from conformance.collectives.checks import require_returned, run
+from conformance.collectives.catalogue import build
+from conformance.collectives.checks import check_case, require_returned, run
 from conformance.compare import elementwise_bound, exact
 from conformance.outcomes import missing as skip_missing
 from conformance.plugin import STATE
+from conformance.ranks import run_ranks
+from conformance.torchrun import active
 
 W = 3
 
@@ -73,3 +76,28 @@ def test_wait_keeps_grad(backend, world, device, record, request):
         for r in results:
             record.require(elementwise_bound(f"{how}: gradient", r[f"{how}_grad"], want,
                                              4 * 2.0**-53 * world * np.abs(g).sum(axis=0)))
+
+
+BACKEND_DEVICE = {"gloo": None, "nccl": "cuda", "xccl": "xpu"}
+
+
+@pytest.mark.area("collectives.all_reduce")
+@pytest.mark.parametrize("comm", sorted(BACKEND_DEVICE))
+def test_backend_present(comm, device, record, request):
+    """Every communication backend once (world size 2, a sum all_reduce with its gradient):
+    gloo on the run's device, nccl on CUDA/ROCm GPUs, xccl on XPUs; a backend this host
+    cannot run is skipped with the reason (so a CPU report says why nccl did not run)."""
+    kind = BACKEND_DEVICE[comm] or device.type
+    why = missing(comm, 2, kind)
+    if why is None and kind != device.type:
+        why = f"{comm} runs on {kind} devices; this run's device is {device.type}"
+    if why is None and active() is not None:
+        why = "under torchrun the tests run on the job's backend and world size only"
+    if why:
+        skip_missing(why)
+    case = build("all_reduce", 2, "float32", np.random.default_rng(2), rows=2, cols=3)
+    outcome = run_ranks("conformance.collectives.cases:eager",
+                        case.payload("impls.collectives:all_reduce"), backend=comm,
+                        device=str(device), world=2, timeout=60)
+    record.note(backend=comm, backend_version=outcome.info.get("backend_version", ""))
+    check_case(record, case, require_returned(record, outcome))

@@ -115,11 +115,7 @@ class CollectiveTests:
         """Non-contiguous inputs (column-major, every other element): float32, the first
         reduction, forward and backward."""
         _applies(impl, backend, world, device)
-        p = {"rows": 2, "cols": 3, "seed": 5, "splits": "uneven", "dim": 1, "count": 2,
-             "src": world - 1}
-        p = {k: v for k, v in p.items() if k in {"rows", "cols", "seed"} or
-             k in _case_keys(self.op)}
-        case = _case(self.op, world, "float32", p)
+        case = _case(self.op, world, "float32", _fixed(self.op, world, 3, 5))
         record.case(layout=layout, **case.params)
         backward = impl.caps.claims("backward")
         outcome = run(request, "conformance.collectives.cases:eager",
@@ -130,13 +126,10 @@ class CollectiveTests:
     def test_gradcheck(self, impl, backend, world, device, record, request):
         """gradcheck (float64) of each rank's own block of the Jacobian, rank by rank."""
         _applies(impl, backend, world, device)
-        p = {"rows": 2, "cols": 2, "seed": 7, "splits": "uneven", "dim": 1, "count": 2,
-             "src": world - 1}
-        p = {k: v for k, v in p.items() if k in {"rows", "cols", "seed"} or
-             k in _case_keys(self.op)}
-        case = _case(self.op, world, "float64", p)
+        p = _fixed(self.op, world, 2, 7)
         if self.op == "all_to_all_single":  # lockstep gradcheck: equal shapes on every rank
-            case = _case(self.op, world, "float64", {**p, "splits": "even"})
+            p["splits"] = "even"
+        case = _case(self.op, world, "float64", p)
         record.case(**case.params)
         for active in range(world):
             outcome = run(request, GRADCHECK, case.payload(impl.spec), active, timeout=5)
@@ -150,24 +143,25 @@ class CollectiveTests:
     def test_compiled(self, impl, backend, world, device, record, request):
         """torch.compile(fullgraph=True, Inductor): forward and backward of one case."""
         _applies(impl, backend, world, device)
-        p = {"rows": 2, "cols": 3, "seed": 11, "splits": "uneven", "dim": 1, "count": 2,
-             "src": world - 1}
-        p = {k: v for k, v in p.items() if k in {"rows", "cols", "seed"} or
-             k in _case_keys(self.op)}
-        case = _case(self.op, world, "float32", p)
+        case = _case(self.op, world, "float32", _fixed(self.op, world, 3, 11))
         record.case(**case.params, backend_compiler="inductor")
         outcome = run(request, COMPILED, case.payload(impl.spec), "inductor", timeout=180)
         check_case(record, case, require_returned(record, outcome))
 
 
-def _case_keys(op: str) -> set[str]:
+def _fixed(op: str, world: int, cols: int, seed: int) -> dict:
+    """The parameters of a fixed case of ``op``: two rows, dim 1, uneven splits, two
+    coalesced tensors, the last rank as the broadcast source (what applies to ``op``)."""
+    p: dict = {"rows": 2, "cols": cols, "seed": seed}
     if op in ("all_gather_tensor", "reduce_scatter_tensor"):
-        return {"dim"}
-    if op == "all_to_all_single":
-        return {"splits"}
-    if op == "broadcast":
-        return {"src"}
-    return {"count"} if op in COALESCED else set()
+        p["dim"] = 1
+    elif op == "all_to_all_single":
+        p["splits"] = "uneven"
+    elif op == "broadcast":
+        p["src"] = world - 1
+    elif op in COALESCED:
+        p["count"] = 2
+    return p
 
 
 class TestAllReduce(CollectiveTests):

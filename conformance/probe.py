@@ -23,6 +23,7 @@ OPTIONAL_PACKAGES = {
     "triton": "triton",
     "cutlass-dsl": "cutlass",
     "flash-attn-4": "flash_attn",
+    "executorch": "executorch",
 }
 DISTRIBUTIONS = ("numpy", "scipy", "hypothesis", "pytest", "pytest-xdist", "triton",
                  "nvidia-cutlass-dsl", "flash-attn-4", "executorch")
@@ -212,7 +213,14 @@ def environment(info: DeviceInfo) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "packages": {d: v for d in DISTRIBUTIONS if (v := _dist_version(d))},
         "device_side_assertions": device_side_assertions(),
+        "torchscript": _torchscript(),
     }
+
+
+def _torchscript() -> dict[str, Any]:
+    from conformance.export.torchscript import status
+
+    return status()
 
 
 def device_side_assertions() -> dict[str, Any]:

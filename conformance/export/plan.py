@@ -1,0 +1,39 @@
+"""Which round trips each profile runs (the rest are deselected and counted in the header).
+
+AOTInductor and ExecuTorch lowering cost seconds per model on 2 cores (measured per
+path in the report's ``build_seconds`` notes), so:
+
+- ci: eager on every model and dtype; ``export`` on every model and variant in float32
+  and with a dynamic batch in float16/bfloat16; the other export paths with a dynamic batch
+  and a dynamic length; aoti and executorch on one RNN, LSTM and GRU (the catalogue's
+  ``ci_heavy``) with a dynamic batch.
+- dev: ci, with aoti and executorch on every model with a dynamic batch and length (the
+  while-loop LSTM's abort under AOTInductor shows there).
+- thorough: everything.
+
+Eager ignores ``dynamic_shapes`` (it runs at any size): it runs one variant ("auto").
+An implementation plugged in with ``--impl`` runs everything it declares.
+"""
+
+from __future__ import annotations
+
+from conformance.export.catalogue import MODELS
+
+HEAVY = ("aoti", "executorch")
+PLANNED = ("eager", "export", "export.strict", "export.saved", "export.decomposed", *HEAVY)
+
+
+def planned(impl: str, model: str, variant: str, dtype: str, profile: str) -> bool:
+    if impl == "eager":
+        return variant == "auto"
+    if profile == "thorough" or impl not in PLANNED:
+        return True
+    if impl == "export":
+        return dtype == "float32" or variant == "batch"
+    if dtype != "float32":
+        return False
+    if impl in HEAVY:
+        if profile == "dev":
+            return variant in ("batch", "seq")
+        return variant == "batch" and MODELS[model].ci_heavy
+    return variant in ("batch", "seq")

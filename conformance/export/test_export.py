@@ -1,0 +1,64 @@
+"""Export round trips (area ``export``): every path (impls/export.py) on every catalogue
+model (catalogue.py), exported at the example size with a variant's dynamic shapes, run at
+other batch sizes and lengths, against the float64 oracle with the error-ratio rule
+(checks.py). Each round trip is built once and runs in the isolation runner's child, so a
+program that crashes at some size fails its test and the session goes on.
+
+Variants: ``static`` (no dynamic dims: every other size must be refused or right),
+``batch`` / ``seq`` (a named ``Dim``: the feature ``dynamic.batch`` / ``dynamic.seq``; the
+program must accept every size in the range), ``auto`` (``Dim.AUTO`` on both: what stayed
+dynamic is recorded, a specialised dim must refuse). The report's notes carry, per model
+and path, ``dynamic_dims``, the sizes accepted and refused, and ``build_seconds``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.compare import exact
+from conformance.export import cases
+from conformance.export.catalogue import EXAMPLE, MODELS, build, make_inputs
+from conformance.export.checks import judge, sizes
+from conformance.tensors import dtype_name
+
+pytestmark = pytest.mark.area("export")
+TIMEOUT = 300.0  # one round trip: an AOTInductor build of a 2-layer LSTM takes ~20 s here
+
+
+def _variants() -> list:
+    out = []
+    for name, model in MODELS.items():
+        for variant in cases.VARIANTS:
+            if variant == "seq" and not model.has_seq:
+                continue
+            marks = [pytest.mark.needs(f"dynamic.{variant}")] if variant in ("batch", "seq") \
+                else []
+            out.append(pytest.param(name, variant, marks=marks, id=f"{name}-{variant}"))
+    return out
+
+
+@pytest.mark.parametrize("model,variant", _variants())
+def test_roundtrip(impl, model, variant, dtype, device, record, isolated):
+    spec = MODELS[model]
+    name = dtype_name(dtype)
+    at = sizes(spec)
+    inputs = [make_inputs(spec, b, s, name) for b, s in at]
+    example = make_inputs(spec, *EXAMPLE, name)
+    record.case(model=model, variant=variant, example=list(EXAMPLE))
+    outcome = isolated(cases.roundtrip, impl.spec, model, variant, name, str(device), at,
+                       inputs, example, timeout=TIMEOUT)
+    if outcome.kind != "returned":
+        record.require(exact("the round trip returns (no crash, no hang)", 1, 1,
+                             isolated.explain().replace("\n", " | ")))
+    judge(record, spec, variant, name, build(spec, dtype), outcome.value, inputs)
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_state_dict(model, dtype, record, tmp_path):
+    """torch.save -> torch.load(weights_only=True) -> load_state_dict gives back every
+    parameter bit for bit (the weights a deployment ships next to its program)."""
+    result = cases.state_dict_roundtrip(model, dtype_name(dtype), str(tmp_path / "w.pt"))
+    record.require(exact("same keys", 0 if result["keys"] else 1, 1))
+    record.require(exact("values bit for bit", len(result["mismatched"]),
+                         len(build(MODELS[model], dtype).state_dict()),
+                         f"mismatched: {result['mismatched']}"))

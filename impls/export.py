@@ -1,0 +1,227 @@
+"""Export round trips, the implementations of the area ``export``: one per way a model
+leaves eager PyTorch for deployment.
+
+Contract (``--impl export=module:attr``): ``fn(module, example_args, dynamic_shapes) ->
+program``, where ``program(*args)`` returns the module's outputs (a tuple of tensors) for
+inputs of the example's structure at any size the program supports, and raises an
+exception at a size it does not support (never wrong numbers). ``dynamic_shapes`` is what
+``torch.export.export`` takes: ``None`` (static), or per input name a ``{dim: Dim}``
+(``Dim("batch", min=1, max=64)``, ``Dim("seq", ...)`` or ``Dim.AUTO``). The program may
+carry ``dynamic_dims`` (``{input name: {dim: [min, max]}}`` for the dims that stayed
+dynamic, None for an unbounded or unknown end) and ``artefact`` (what
+it wrote); the report shows both. Declared features: ``dynamic.batch``, ``dynamic.seq``
+(the program keeps that dim dynamic when asked with a named ``Dim``).
+
+For a dynamic sequence length, the export-based paths trace LSTM and GRU through torch's
+while-loop decompositions (``torch.export._patches``), as torch's documentation advises:
+the default decomposition unrolls the time loop and so specialises the sequence length.
+The decompositions are used only when a dim named "seq" is requested dynamic.
+
+``torch.export.load`` and ``aoti_load_package`` load code: these paths only load files
+they wrote themselves, into a private temporary directory of this process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+FEATURES = ["dynamic.batch", "dynamic.seq"]
+_DIR: Path | None = None
+_COUNT = itertools.count()
+
+
+def private_dir() -> Path:
+    """A temporary directory only this process writes to (removed at exit)."""
+    global _DIR
+    if _DIR is None:
+        _DIR = Path(tempfile.mkdtemp(prefix="conformance-export-"))
+        atexit.register(shutil.rmtree, _DIR, True)
+    return _DIR
+
+
+def _artefact(suffix: str) -> Path:
+    return private_dir() / f"program{next(_COUNT)}{suffix}"
+
+
+def _declare(fn: Callable[..., Any], name: str, *, dtypes: list[str], devices: list[str],
+             features: list[str], requires: list[str] | None = None) -> None:
+    fn.conformance_name = name  # type: ignore[attr-defined]
+    fn.conformance_dtypes = dtypes  # type: ignore[attr-defined]
+    fn.conformance_devices = devices  # type: ignore[attr-defined]
+    fn.conformance_features = features  # type: ignore[attr-defined]
+    if requires:
+        fn.conformance_requires = requires  # type: ignore[attr-defined]
+
+
+def _wants_dynamic_seq(dynamic_shapes: Any) -> bool:
+    if not isinstance(dynamic_shapes, dict):
+        return False
+    dims = [d for spec in dynamic_shapes.values() if isinstance(spec, dict)
+            for d in spec.values()]
+    return any(getattr(d, "__name__", None) == "seq" for d in dims)
+
+
+def _clear_dispatch_caches() -> None:
+    # The patches set the ops' py_kernels directly, which does not clear the ops' dispatch
+    # caches: once aten.lstm / aten.gru ran in the process, entering or leaving the patch
+    # has no effect until the cache is cleared (test_regressions.py has the case).
+    for op in (torch.ops.aten.lstm.input, torch.ops.aten.gru.input):
+        cache = getattr(op, "_dispatch_cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
+
+
+@contextlib.contextmanager
+def _while_loops(enabled: bool) -> Iterator[None]:
+    """torch's while-loop LSTM / GRU decompositions, where the build has them."""
+    with contextlib.ExitStack() as stack:
+        if enabled:
+            try:
+                from torch.export import _patches
+            except ImportError:
+                _patches = None
+            for name in ("register_lstm_while_loop_decomposition",
+                         "register_gru_while_loop_decomposition"):
+                register = getattr(_patches, name, None)
+                if register is not None:
+                    stack.enter_context(register())
+            stack.callback(_clear_dispatch_caches)
+            _clear_dispatch_caches()
+        yield
+
+
+def dynamic_dims(ep: ExportedProgram) -> dict[str, dict[int, list[int | None]]]:
+    """Per user input, the dims of the exported program that stayed symbolic, with the
+    range of sizes the program admits (``[min, max]``, None for unbounded or unknown)."""
+    user = set(ep.graph_signature.user_inputs)
+    out: dict[str, dict[int, list[int | None]]] = {}
+    for node in ep.graph.nodes:
+        if node.op != "placeholder" or node.name not in user:
+            continue
+        shape = getattr(node.meta.get("val"), "shape", ())
+        out[node.name] = {}
+        for i, size in enumerate(shape):
+            expr = getattr(getattr(size, "node", None), "expr", None)
+            if isinstance(size, int) or getattr(expr, "is_number", False):
+                continue  # static, or a SymInt specialised to a constant
+            vr = ep.range_constraints.get(expr)
+            bounds: list[int | None] = [None, None]
+            if vr is not None:
+                bounds = [_finite(vr.lower), _finite(vr.upper)]
+            out[node.name][i] = bounds
+    return out
+
+
+def _finite(value: Any) -> int | None:
+    try:
+        return int(value)
+    except Exception:  # sympy's infinities (int_oo) do not convert
+        return None
+
+
+def exported(module: torch.nn.Module, args: tuple, dynamic_shapes: Any, *,
+             strict: bool = False) -> ExportedProgram:
+    """``torch.export.export`` (with the while-loop decompositions for a dynamic "seq")."""
+    with _while_loops(_wants_dynamic_seq(dynamic_shapes)):
+        return torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=strict)
+
+
+class Program:
+    """A callable round-trip result with what the report shows about it."""
+
+    def __init__(self, run: Callable[..., Any], dims: dict[str, list[int]] | None,
+                 artefact: Path | None = None) -> None:
+        self._run = run
+        self.dynamic_dims = dims
+        self.artefact = str(artefact) if artefact else None
+
+    def __call__(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self._run(*args)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def eager(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """The module itself: the reference point (any shape)."""
+    return Program(module, None)
+
+
+def export(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """``torch.export.export`` (non-strict, the default) -> ``.module()``."""
+    ep = exported(module, args, dynamic_shapes)
+    return Program(ep.module(), dynamic_dims(ep))
+
+
+def export_strict(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """``torch.export.export(strict=True)`` (TorchDynamo traces) -> ``.module()``."""
+    ep = exported(module, args, dynamic_shapes, strict=True)
+    return Program(ep.module(), dynamic_dims(ep))
+
+
+def export_saved(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Export, ``torch.export.save`` to a ``.pt2``, ``torch.export.load`` it back."""
+    path = _artefact(".pt2")
+    torch.export.save(exported(module, args, dynamic_shapes), path)
+    ep = torch.export.load(path)
+    return Program(ep.module(), dynamic_dims(ep), path)
+
+
+def export_decomposed(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Export, then ``run_decompositions()`` to the core ATen opset."""
+    with _while_loops(_wants_dynamic_seq(dynamic_shapes)):  # else they decompose unrolled
+        ep = exported(module, args, dynamic_shapes).run_decompositions()
+    return Program(ep.module(), dynamic_dims(ep))
+
+
+def aoti(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Export, ``aoti_compile_and_package`` (C++ / device code), ``aoti_load_package``."""
+    ep = exported(module, args, dynamic_shapes)
+    path = _artefact(".pt2")
+    torch._inductor.aoti_compile_and_package(ep, package_path=str(path))
+    return Program(torch._inductor.aoti_load_package(str(path)), dynamic_dims(ep), path)
+
+
+def executorch(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Export, ``to_edge_transform_and_lower`` with the XNNPACK partitioner, ``.pte``, run
+    by ``executorch.runtime`` (CPU)."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+
+    ep = exported(module, args, dynamic_shapes)
+    with _while_loops(_wants_dynamic_seq(dynamic_shapes)):
+        program = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+        buffer = program.to_executorch().buffer
+    path = _artefact(".pte")
+    path.write_bytes(buffer)
+    method = Runtime.get().load_program(path).load_method("forward")
+
+    def run(*inputs: torch.Tensor) -> list[torch.Tensor]:
+        # the runtime reads data_ptr as contiguous: hand it contiguous tensors
+        return method.execute([t.contiguous() for t in inputs])
+
+    return Program(run, dynamic_dims(ep), path)
+
+
+_FLOATS = ["float32", "bfloat16", "float16"]
+_GPU = ["cpu", "cuda", "rocm", "xpu"]
+_declare(eager, "eager", dtypes=_FLOATS, devices=[*_GPU, "mps"], features=FEATURES)
+_declare(export, "export", dtypes=_FLOATS, devices=[*_GPU, "mps"], features=FEATURES)
+_declare(export_strict, "export.strict", dtypes=_FLOATS, devices=[*_GPU, "mps"],
+         features=FEATURES)
+_declare(export_saved, "export.saved", dtypes=_FLOATS, devices=[*_GPU, "mps"],
+         features=FEATURES)
+_declare(export_decomposed, "export.decomposed", dtypes=_FLOATS, devices=[*_GPU, "mps"],
+         features=FEATURES)
+_declare(aoti, "aoti", dtypes=["float32"], devices=_GPU, features=FEATURES)
+_declare(executorch, "executorch", dtypes=["float32"], devices=["cpu"], features=FEATURES,
+         requires=["executorch"])

@@ -1,0 +1,109 @@
+"""Planted export round trips (the issue's list), plugged in through
+``--impl export=planted.export_faults:<name>``, and their correct twin. Each is
+``torch.export`` with one deliberate mistake; at the example size most of them look fine."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from impls.export import Program, dynamic_dims, exported
+
+
+def _declare(fn: Any) -> Any:
+    fn.conformance_name = fn.__name__
+    fn.conformance_dtypes = ["float32"]
+    fn.conformance_features = ["dynamic.batch", "dynamic.seq"]
+    return fn
+
+
+def _batch_dims(dynamic_shapes: Any) -> list[int | None]:
+    """Per input, the dim the test named "batch" (None where there is none)."""
+    out = []
+    for spec in (dynamic_shapes or {}).values():
+        dims = [i for i, d in (spec or {}).items() if getattr(d, "__name__", "") == "batch"]
+        out.append(dims[0] if dims else None)
+    return out
+
+
+@_declare
+def correct(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    ep = exported(module, args, dynamic_shapes)
+    return Program(ep.module(), dynamic_dims(ep))
+
+
+@_declare
+def specialised_batch(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Exports at the example batch only and fakes the others: rows cycled in, rows
+    cycled out. Right at the example's batch, wrong at every other."""
+    dims = _batch_dims(dynamic_shapes)
+    ep = exported(module, args, None)
+    run = ep.module()
+    pairs = enumerate(zip(args, dims, strict=False))
+    example = {i: a.shape[d] for i, (a, d) in pairs if d is not None}
+
+    def call(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if not example:
+            return run(*xs)
+        n = next(x.shape[d] for x, d in zip(xs, dims, strict=False) if d is not None)
+        fitted = [x.index_select(d, torch.arange(example[i], device=x.device) % n)
+                  if d is not None else x for i, (x, d) in enumerate(zip(xs, dims, strict=False))]
+        outs = run(*fitted)
+        b0 = next(iter(example.values()))
+        return tuple(o.index_select(d, torch.arange(n, device=o.device) % b0)
+                     for o, d in zip(outs, [dims[0], *[1] * (len(outs) - 1)], strict=False))
+
+    return Program(call, None)
+
+
+@_declare
+def zero_initial_state(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Drops the initial states: every input after the first becomes zeros."""
+    ep = exported(module, args, dynamic_shapes)
+    run = ep.module()
+    return Program(lambda x, *states: run(x, *(torch.zeros_like(s) for s in states)),
+                   dynamic_dims(ep))
+
+
+@_declare
+def swapped_directions(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Swaps the forward and reverse weights of every bidirectional layer."""
+    module = copy.deepcopy(module)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if "_reverse" in name:
+                twin = dict(module.named_parameters())[name.replace("_reverse", "")]
+                tmp = p.clone()
+                p.copy_(twin)
+                twin.copy_(tmp)
+    return correct(module, args, dynamic_shapes)
+
+
+@_declare
+def float16_inside(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Computes in float16 behind a float32 interface."""
+    half = copy.deepcopy(module).half()
+    ep = exported(half, tuple(a.half() if a.is_floating_point() else a for a in args),
+                  dynamic_shapes)
+    run = ep.module()
+
+    def call(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outs = run(*(x.half() if x.is_floating_point() else x for x in xs))
+        return tuple(o.float() for o in outs)
+
+    return Program(call, dynamic_dims(ep))
+
+
+@_declare
+def gru_gates_swapped(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Swaps a GRU's reset and update gates (rows r and z of every weight and bias)."""
+    module = copy.deepcopy(module)
+    with torch.no_grad():
+        for sub in module.modules():
+            if isinstance(sub, torch.nn.GRU):
+                for p in sub.parameters():
+                    r, z, n = p.chunk(3, 0)
+                    p.copy_(torch.cat([z, r, n], 0))
+    return correct(module, args, dynamic_shapes)

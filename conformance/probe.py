@@ -23,7 +23,7 @@ OPTIONAL_PACKAGES = {
     "triton": "triton",
     "cutlass-dsl": "cutlass",
     "flash-attn-4": "flash_attn",
-    "executorch": "executorch",
+    "executorch": "executorch",  # whether it loads: the export case says (skipped, why)
 }
 DISTRIBUTIONS = ("numpy", "scipy", "hypothesis", "pytest", "pytest-xdist", "triton",
                  "nvidia-cutlass-dsl", "flash-attn-4", "executorch")

@@ -8,13 +8,15 @@ exception at a size it does not support (never wrong numbers). ``dynamic_shapes`
 ``torch.export.export`` takes: ``None`` (static), or per input name a ``{dim: Dim}``
 (``Dim("batch", min=1, max=64)``, ``Dim("seq", ...)`` or ``Dim.AUTO``). The program may
 carry ``dynamic_dims`` (``{input name: {dim: [min, max]}}`` for the dims that stayed
-dynamic, None for an unbounded or unknown end) and ``artefact`` (what
-it wrote); the report shows both. Declared features: ``dynamic.batch``, ``dynamic.seq``
-(the program keeps that dim dynamic when asked with a named ``Dim``).
+dynamic, None for an unbounded or unknown end) and ``artefact`` (what it wrote); the
+report shows both. An ``ImportError`` while building means a missing dependency (the case
+is skipped, with the message). Declared features: ``dynamic.batch``, ``dynamic.seq`` (the
+program keeps that dim dynamic when asked with a named ``Dim``).
 
 For a dynamic sequence length, the export-based paths trace LSTM and GRU through torch's
-while-loop decompositions (``torch.export._patches``), as torch's documentation advises:
-the default decomposition unrolls the time loop and so specialises the sequence length.
+while-loop decompositions (``torch.export._patches``):
+the default decomposition unrolls the time loop and so specialises the sequence length
+(torch's own test of the patch, test_export.py ``test_dynamic_lstm``, does the same).
 The decompositions are used only when a dim named "seq" is requested dynamic.
 
 ``torch.export.load`` and ``aoti_load_package`` load code: these paths only load files
@@ -193,9 +195,15 @@ def aoti(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
 def executorch(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
     """Export, ``to_edge_transform_and_lower`` with the XNNPACK partitioner, ``.pte``, run
     by ``executorch.runtime`` (CPU)."""
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.runtime import Runtime
+    try:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+            XnnpackPartitioner,
+        )
+        from executorch.exir import to_edge_transform_and_lower
+        from executorch.runtime import Runtime
+    except Exception as exc:  # e.g. a wheel built for another torch
+        raise ImportError(f"executorch does not load with torch {torch.__version__}: "
+                          f"{type(exc).__name__}: {exc}") from None
 
     ep = exported(module, args, dynamic_shapes)
     with _while_loops(_wants_dynamic_seq(dynamic_shapes)):

@@ -65,6 +65,9 @@ def roundtrip(spec: str, model_name: str, variant: str, dtype: str, device: str,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             program = fn(module, args, dynamic_shapes(model, variant))
+    except ImportError as exc:  # a missing optional dependency: skipped, with the reason
+        result["missing"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        return result
     except Exception as exc:
         result["build_error"] = _first_line(exc)
         result["build_s"] = time.perf_counter() - start

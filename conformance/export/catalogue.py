@@ -210,9 +210,11 @@ def oracle(model: Model, module: nn.Module, inputs: list[np.ndarray]) -> tuple[n
 
 
 def same_precision(model: Model, module: nn.Module, inputs: list[np.ndarray],
-                   dtype: torch.dtype) -> tuple[np.ndarray, ...]:
-    """The plain same-precision computation (baseline.py) on the CPU, as float64 arrays."""
+                   dtype: torch.dtype) -> list[tuple[np.ndarray, ...]]:
+    """The plain same-precision computations (baseline.py) on the CPU, as float64 arrays:
+    one per evaluation form the model admits (two for a GRU)."""
     args = to_tensors(inputs, dtype, "cpu")
+    forms = baseline.FORMS if model.kind == "GRU" else baseline.FORMS[:1]
     with torch.no_grad():
-        out = baseline.run(model, module, args)
-    return tuple(exact_numpy(t) for t in out)
+        outs = [baseline.run(model, module, args, form) for form in forms]
+    return [tuple(exact_numpy(t) for t in out) for out in outs]

@@ -1,4 +1,5 @@
-"""Area-specific tables of summary.md: out-of-bounds indexing, per op and case kind."""
+"""Area-specific tables of summary.md: out-of-bounds indexing, per op and case kind; export
+round trips, per model and path."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import re
 from typing import Any
 
 # notes kept in report.json only (long per-case lists)
-BULKY_NOTES = ("outcomes", "isolated")
+BULKY_NOTES = ("outcomes", "isolated", "accepted", "refused", "dynamic_dims",
+               "max_abs_vs_eager", "build_seconds", "artefact_kind")  # export: its table
 KIND_ORDER = ("n", "-n-1", "-1", "huge", "int32_max", "int64_min")  # then the ops' own
 _MARK = {"passed": "", "failed": " FAILED", "error": " ERROR", "expected-fail": " xfail",
          "unexpected-pass": " XPASS", "unsupported": " n/a", "skipped": " skipped"}
@@ -60,4 +62,43 @@ def indexing_table(results: list[dict[str, Any]]) -> list[str]:
         valid = ", ".join(sorted(row.get("valid", set()))) or "-"
         lines.append(f"| {area} | `{impl}` | {valid} | "
                      + " | ".join(show(row.get(k)) for k in kinds) + " |")
+    return lines
+
+
+def _dims(dims: Any) -> str:
+    if not isinstance(dims, dict):
+        return "any (eager)" if dims is None else str(dims)
+    parts = [f"{name}.{d}[{lo if lo is not None else ''}..{hi if hi is not None else ''}]"
+             for name, per in dims.items() for d, (lo, hi) in (per or {}).items()]
+    return ", ".join(parts) or "none (static)"
+
+
+def export_table(results: list[dict[str, Any]]) -> list[str]:
+    """One row per export round trip: outcome, worst margin, the dims that stayed dynamic
+    (with their ranges), how many sizes ran and which were refused, the build time."""
+    rows = [r for r in results if r.get("area") == "export"
+            and "::test_roundtrip[" in r["nodeid"]]
+    if not rows:
+        return []
+    lines = ["", "## Export round trips", "",
+             "Per model, variant and path: the outcome, the worst margin of the error-ratio "
+             "checks, the dims the program reports dynamic (input.dim[min..max]), the sizes "
+             "accepted (checked against the oracle) and refused (batch x length), and the "
+             "build time.", "",
+             "| model | variant | path | dtype | outcome | margin | dynamic dims | accepted "
+             "| refused | build s |", "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def key(r: dict[str, Any]) -> tuple:
+        p = r.get("params") or {}
+        return (p.get("model", ""), p.get("variant", ""), r["impl"] or "", r["dtype"] or "")
+
+    for r in sorted(rows, key=key):
+        p, n = r.get("params") or {}, r.get("notes") or {}
+        margin = r.get("worst_margin")
+        lines.append(
+            f"| {p.get('model', '?')} | {p.get('variant', '?')} | `{r['impl']}` | {r['dtype']} "
+            f"| {r['outcome']} | {'-' if margin is None else f'{margin:.3g}'} "
+            f"| {_dims(n.get('dynamic_dims')) if 'build_seconds' in n else '-'} "
+            f"| {len(n.get('accepted') or [])} | {', '.join(n.get('refused') or {}) or '-'} "
+            f"| {n.get('build_seconds', '-')} |")
     return lines

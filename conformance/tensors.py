@@ -32,6 +32,11 @@ def from_numpy(values: np.ndarray, dtype: torch.dtype, device: torch.device | st
     return torch.from_numpy(np.ascontiguousarray(values)).to(dtype).to(device)
 
 
+def rounded(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values rounded to ``dtype`` (by name), as float64 again."""
+    return exact_numpy(from_numpy(values, getattr(torch, dtype), "cpu"))
+
+
 def relayout(t: torch.Tensor, layout: str) -> torch.Tensor:
     """The same values in another memory layout (same device and dtype).
 

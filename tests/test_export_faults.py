@@ -1,18 +1,22 @@
 """The issue's export faults, plugged in through ``--impl export=...``, are flagged by the
-error-ratio check; their correct twin passes the same round trips (one run, builtins off,
+error-ratio check (and a program that refuses sizes it was exported for by the refusal
+check); their correct twin passes the same round trips (one run, builtins off,
 float32, an LSTM with initial states and a bidirectional GRU, dynamic batch)."""
 
 from __future__ import annotations
 
 from tests.conftest import SUITE
 
-# planted implementation -> the models it must be flagged on (others: the fault is a no-op)
+RATIO, REFUSED = "error ratio rule", "accepts the sizes it was exported for"
+# planted implementation -> (the models it must be flagged on (on the others the fault is
+# a no-op), the check that must flag it)
 FAULTS = {
-    "specialised_batch": ("lstm", "gru_bi"),
-    "zero_initial_state": ("lstm", "gru_bi"),
-    "swapped_directions": ("gru_bi",),
-    "float16_inside": ("lstm", "gru_bi"),
-    "gru_gates_swapped": ("gru_bi",),
+    "specialised_batch": (("lstm", "gru_bi"), RATIO),
+    "zero_initial_state": (("lstm", "gru_bi"), RATIO),
+    "swapped_directions": (("gru_bi",), RATIO),
+    "float16_inside": (("lstm", "gru_bi"), RATIO),
+    "gru_gates_swapped": (("gru_bi",), RATIO),
+    "refuses_other_batches": (("lstm", "gru_bi"), REFUSED),
 }
 
 
@@ -23,11 +27,11 @@ def test_planted_export_faults_are_flagged(suite):
                 "test_roundtrip and float32 and (lstm-batch or gru_bi-batch)", *impls)
     assert run.returncode == 1, run.output[-3000:]
     results = run.by_impl()
-    for fault, models in FAULTS.items():
+    for fault, (models, check) in FAULTS.items():
         rows = results.get(fault, [])
         flagged = {m for m in models for r in rows
                    if f"-{m}-batch]" in r["nodeid"] and r["outcome"] == "failed"
-                   and "error ratio rule" in (r.get("reason") or "")}
+                   and check in (r.get("reason") or "")}
         assert flagged == set(models), (fault, [(r["nodeid"], r["outcome"],
                                                  (r.get("reason") or "")[:200]) for r in rows])
     twins = [r for r in results.get("correct", []) if "-float32-" in r["nodeid"]]

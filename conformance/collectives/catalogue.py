@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
-from conformance.tensors import exact_numpy, from_numpy
+from conformance.tensors import rounded
 from oracles import collectives as oracle
 
 OPS = ("all_reduce", "all_gather_tensor", "reduce_scatter_tensor", "all_to_all_single",
@@ -57,11 +56,6 @@ class Case:
         return {"spec": spec, "op": self.op, "args": self.args, "inputs": self.inputs,
                 "cotangents": self.cotangents if backward else None, "dtype": self.dtype,
                 "layout": layout}
-
-
-def rounded(values: np.ndarray, dtype: str) -> np.ndarray:
-    """float64 values rounded to ``dtype`` (as float64 again)."""
-    return exact_numpy(from_numpy(values, getattr(torch, dtype), "cpu"))
 
 
 def _listed(fn: Callable[..., Any], coalesced: bool) -> Callable[..., list[list[np.ndarray]]]:

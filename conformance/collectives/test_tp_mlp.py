@@ -18,12 +18,11 @@ import pytest
 import torch
 
 from conformance.collectives.backends import combinations, missing
-from conformance.collectives.catalogue import rounded
 from conformance.collectives.checks import require_returned, run
 from conformance.compare import Measurement
 from conformance.outcomes import missing as skip_missing
 from conformance.plugin import STATE
-from conformance.tensors import dtype_name, exact_numpy, from_numpy
+from conformance.tensors import dtype_name, exact_numpy, from_numpy, rounded
 from oracles import collectives as oracle
 
 pytestmark = pytest.mark.area("collectives.tp_mlp")

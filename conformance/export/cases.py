@@ -92,16 +92,3 @@ def roundtrip(spec: str, model_name: str, variant: str, dtype: str, device: str,
         result["runs"].append(run)
     return result
 
-
-def state_dict_roundtrip(model_name: str, dtype: str, path: str) -> dict[str, Any]:
-    """Save the state dict with ``torch.save``, load it into a fresh module (another seed)
-    with ``weights_only=True``; the keys and every value must come back exactly."""
-    model = MODELS[model_name]
-    t = getattr(torch, dtype)
-    source = build(model, t)
-    torch.save(source.state_dict(), path)
-    target = build(model, t, seed=1)
-    target.load_state_dict(torch.load(path, weights_only=True))
-    a, b = source.state_dict(), target.state_dict()
-    return {"keys": sorted(a) == sorted(b),
-            "mismatched": [k for k in a if k in b and not torch.equal(a[k], b[k])]}

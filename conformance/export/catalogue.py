@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from conformance.export import baseline
-from conformance.tensors import exact_numpy, from_numpy
+from conformance.tensors import exact_numpy, from_numpy, rounded
 from oracles import export_models, recurrent
 
 EXAMPLE = (3, 4)  # (batch, seq) the programs are exported at
@@ -179,8 +179,7 @@ def make_inputs(model: Model, batch: int, seq: int, dtype: str, seed: int = 0
         arrays.append(rng.standard_normal(h_shape))
         if model.kind == "LSTM":
             arrays.append(rng.standard_normal(c_shape))
-    t = getattr(torch, dtype)
-    return [exact_numpy(from_numpy(a, t, "cpu")) for a in arrays]
+    return [rounded(a, dtype) for a in arrays]
 
 
 def to_tensors(arrays: list[np.ndarray], dtype: torch.dtype, device: Any) -> list[torch.Tensor]:

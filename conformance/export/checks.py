@@ -42,7 +42,6 @@ from conformance.export.catalogue import BATCHES, EXAMPLE, SEQS, Model, oracle, 
 from conformance.record import Record
 
 RATIO = 2.0
-EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
 
 
 def sizes(model: Model) -> list[tuple[int, int]]:
@@ -103,7 +102,7 @@ def _compare(record: Record, model: Model, got: list[dict[str, Any]], ref: tuple
             record.require(exact("output shape", 1, 1, f"{name} has shape {shape}, "
                                                       f"expected {r.shape}"))
         err = _max_err(values, r)
-        atol = EPS[dtype] * float(np.max(np.abs(r), initial=0.0))
+        atol = torch.finfo(getattr(torch, dtype)).eps * float(np.max(np.abs(r), initial=0.0))
         record.require(Measurement(
             f"{name} (error ratio rule)", err, RATIO * b + atol,
             f"max|out - ref| {err:.3g}, max|base - ref| {b:.3g} ({baseline}; x{RATIO:g} "

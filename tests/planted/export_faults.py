@@ -107,3 +107,11 @@ def gru_gates_swapped(module: torch.nn.Module, args: tuple, dynamic_shapes: Any)
                     r, z, n = p.chunk(3, 0)
                     p.copy_(torch.cat([z, r, n], 0))
     return correct(module, args, dynamic_shapes)
+
+
+@_declare
+def refuses_other_batches(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Exports statically (the example's batch only) while declaring dynamic.batch: a
+    clear error at every other batch, where the program was asked to accept them."""
+    ep = exported(module, args, None)
+    return Program(ep.module(), dynamic_dims(ep))

@@ -1,0 +1,40 @@
+"""The issue's graph-runtime faults, plugged in through ``--impl graphs=...``, are each
+flagged by the check that names them, and the CPU reference runtime (their correct twin)
+passes every graphs case it declares (one run, builtins off, float32)."""
+
+from __future__ import annotations
+
+from tests.conftest import SUITE
+
+# planted runtime -> (the tests that must fail, the check that must say so)
+FAULTS = {
+    "stale_inputs": (("test_replay_equals_eager[stale_inputs-float32-mlp]",
+                      "test_replay_equals_eager[stale_inputs-float32-train_step]"),
+                     "replay == eager"),
+    "frozen_rng": (("test_random[frozen_rng-float32]",), "after the same manual_seed"),
+    "fresh_outputs": (("test_replay_equals_eager[fresh_outputs-float32-mlp]",),
+                      "graph.outputs are the captured tensors"),
+    "pool_clobbers": (("test_shared_pool[pool_clobbers-float32]",),
+                      "the first graph's outputs after the second replayed"),
+    "skips_optimizer_step": (("test_replay_equals_eager[skips_optimizer_step-float32-"
+                              "train_step]",), "replay == eager (state)"),
+}
+
+
+def test_planted_graph_faults_are_flagged(suite):
+    impls = [f"--impl=graphs=planted.graph_runtime:{x}" for x in (*FAULTS, "reference")]
+    run = suite(str(SUITE / "graphs" / "test_graphs.py"), "-n", "0", "-q", "-p", "no:randomly",
+                "--no-builtins", "-k", "float32", *impls)
+    assert run.returncode == 1, run.output[-3000:]
+    results = run.by_impl()
+    for fault, (tests, check) in FAULTS.items():
+        rows = {r["nodeid"].split("::")[-1]: r for r in results.get(fault, [])}
+        for name in tests:
+            row = rows.get(name)
+            assert row is not None and row["outcome"] == "failed", (fault, name, row)
+            assert check in (row.get("reason") or ""), (fault, name, row.get("reason"))
+    twins = results.get("reference", [])
+    ran = [r for r in twins if r["outcome"] not in ("skipped", "unsupported")]
+    assert len(ran) == 9 and all(r["outcome"] == "passed" for r in ran), \
+        [(r["nodeid"], r["outcome"]) for r in twins]
+    assert "reproduce: pytest" in run.stdout

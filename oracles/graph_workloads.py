@@ -82,7 +82,7 @@ def tanh_mlp_loss_grads(x: Array, y: Array, params: Sequence[Array], work: type 
                         rnd: Round = _same) -> tuple[float, list[Array]]:
     """mean((tanh(x w1^T + b1) w2^T + b2 - y)^2) and its gradients (w1, b1, w2, b2)."""
     w1, b1, w2, b2 = params
-    h = _out(np.tanh(linear(x, w1, b1, work, rnd)), rnd)
+    h = _out(np.tanh(linear(x, w1, b1, work, rnd).astype(work)), rnd)
     out = linear(h, w2, b2, work, rnd)
     x, y, h, out, w2 = _cast((x, y, h, out, w2), work)
     diff = out - y
@@ -99,14 +99,16 @@ def adam_step(params: Sequence[Array], grads: Sequence[Array], exp_avg: Sequence
               exp_avg_sq: Sequence[Array], step: float, lr: float, work: type = np.float64,
               rnd: Round = _same) -> tuple[list[Array], list[Array], list[Array], float]:
     """One Adam step: new (params, exp_avg, exp_avg_sq, step)."""
+    # the complements in float64 first, as torch does (1 - float32(0.999) is 1.3e-5 off)
     b1, b2 = work(BETAS[0]), work(BETAS[1])
+    a1, a2 = work(1 - BETAS[0]), work(1 - BETAS[1])
     t = step + 1
     c1, c2 = 1 - BETAS[0] ** t, np.sqrt(1 - BETAS[1] ** t)
     new_p, new_m, new_v = [], [], []
     for p, g, m, v in zip(params, grads, exp_avg, exp_avg_sq, strict=True):
         p, g, m, v = _cast((p, g, m, v), work)
-        m = _out(b1 * m + (1 - b1) * g, rnd).astype(work)
-        v = _out(b2 * v + (1 - b2) * g * g, rnd).astype(work)
+        m = _out(b1 * m + a1 * g, rnd).astype(work)
+        v = _out(b2 * v + a2 * g * g, rnd).astype(work)
         denom = _out(np.sqrt(v) / work(c2) + work(EPS), rnd).astype(work)
         p = _out(p - work(lr / c1) * (m / denom), rnd)
         new_p.append(p)

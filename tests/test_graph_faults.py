@@ -1,6 +1,7 @@
 """The issue's graph-runtime faults, plugged in through ``--impl graphs=...``, are each
 flagged by the check that names them, and the CPU reference runtime (their correct twin)
-passes every graphs case it declares (one run, builtins off, float32)."""
+passes every graphs case it declares, the regression cases included (one run, builtins off,
+float32)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ FAULTS = {
 
 def test_planted_graph_faults_are_flagged(suite):
     impls = [f"--impl=graphs=planted.graph_runtime:{x}" for x in (*FAULTS, "reference")]
-    run = suite(str(SUITE / "graphs" / "test_graphs.py"), "-n", "0", "-q", "-p", "no:randomly",
-                "--no-builtins", "-k", "float32", *impls)
+    run = suite(str(SUITE / "graphs" / "test_graphs.py"), str(SUITE / "graphs" /
+                "test_regressions.py"), "-n", "0", "-q", "-p", "no:randomly", "--no-builtins",
+                "-k", "float32 or (reference and not bfloat16)", *impls)
     assert run.returncode == 1, run.output[-3000:]
     results = run.by_impl()
     for fault, (tests, check) in FAULTS.items():
@@ -33,8 +35,25 @@ def test_planted_graph_faults_are_flagged(suite):
             row = rows.get(name)
             assert row is not None and row["outcome"] == "failed", (fault, name, row)
             assert check in (row.get("reason") or ""), (fault, name, row.get("reason"))
+    # the correct twin: 9 float32 cases and the 5 regression cases (the all_reduce one over
+    # two gloo ranks), so that on a device those fail only for the device's bug
     twins = results.get("reference", [])
     ran = [r for r in twins if r["outcome"] not in ("skipped", "unsupported")]
-    assert len(ran) == 9 and all(r["outcome"] == "passed" for r in ran), \
+    assert len(ran) == 14 and all(r["outcome"] == "passed" for r in ran), \
         [(r["nodeid"], r["outcome"]) for r in twins]
     assert "reproduce: pytest" in run.stdout
+
+
+def test_bench_on_the_reference_runtime(tmp_path):
+    """The launch-overhead benchmark runs end to end (CPU reference, 2 iterations) and
+    writes a row per workload; a bad --impl is a usage error (exit 4)."""
+    import json
+
+    from conformance.graphs import bench
+
+    out = tmp_path / "bench.json"
+    assert bench.main(["--device", "cpu", "--impl", "tests.planted.graph_runtime:reference",
+                       "--iters", "2", "--out", str(out)]) == 0
+    rows = {r["workload"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["mlp"]["replay_s"] > 0 and "skipped" in rows["side_stream"]
+    assert bench.main(["--device", "cpu", "--impl", "no_such_module:x"]) == 4

@@ -27,6 +27,19 @@ def capture(runtime: Any, g: Workload, e: Workload, pool: Any = None
     return graph, tuple(graph.outputs)
 
 
+def capture_checked(record: Any, runtime: Any, g: Workload, e: Workload, what: str = "",
+                    pool: Any = None) -> tuple[Any, tuple[torch.Tensor, ...]]:
+    """``capture``, with an exception reported as the failed check "capture" (+ what)."""
+    from conformance.compare import exact
+
+    try:
+        return capture(runtime, g, e, pool)
+    except Exception as exc:  # the failure under test
+        record.require(exact(f"capture{' ' + what if what else ''}", 1, 1,
+                             f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"))
+        raise
+
+
 def sync(runtime: Any, device: torch.device) -> None:
     hook = getattr(runtime, "synchronize", None)
     if hook is not None and device.type != "cpu":

@@ -47,7 +47,7 @@ def test_replay_equals_eager(impl, workload, dtype, device, record):
     static = impl.caps.claims("static_outputs")
     record.case(workload=workload, steps=STEPS, seed=SEED, same_kernels=same)
     g, e = spec.build(device, dtype, SEED), spec.build(device, dtype, SEED)
-    graph, captured = cases.capture(runtime, g, e)
+    graph, captured = cases.capture_checked(record, runtime, g, e)
     for k in range(1, STEPS + 1):
         values = g.step_inputs(k)
         g.load_inputs(values)
@@ -79,7 +79,7 @@ def test_random(impl, dtype, device, record):
     record.case(workload="dropout", steps=STEPS, seed=SEED)
     g, e = RANDOM.build(device, dtype, SEED), RANDOM.build(device, dtype, SEED)
     values = g.step_inputs(0)
-    graph, captured = cases.capture(impl.fn, g, e)
+    graph, captured = cases.capture_checked(record, impl.fn, g, e)
     g.load_inputs(values)
     e.load_inputs(values)
 

@@ -35,13 +35,36 @@ def _cast(arrays: Sequence[Array], work: type) -> list[Array]:
     return [np.asarray(a, dtype=np.float64).astype(work) for a in arrays]
 
 
+def matmul(a: Array, b: Array, work: type = np.float64) -> Array:
+    """a @ b (batched over leading dims). In float64 by BLAS; in a lower ``work`` precision
+    by sequential accumulation over the inner dimension, a separately rounded product and
+    sum per term: the least accurate standard order, so that a same-precision baseline
+    errs at least as much as a kernel's blocked or FMA accumulation typically does."""
+    a, b = np.asarray(a, dtype=work), np.asarray(b, dtype=work)
+    if work == np.float64:
+        return a @ b
+    acc = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])),
+                   dtype=work)
+    for i in range(a.shape[-1]):
+        acc = (acc + (a[..., :, i:i + 1] * b[..., i:i + 1, :]).astype(work)).astype(work)
+    return acc
+
+
+def total(a: Array, axis: int, work: type = np.float64) -> Array:
+    """Sum over ``axis``: pairwise (numpy) in float64, sequential in a lower precision."""
+    a = np.asarray(a, dtype=work)
+    if work == np.float64:
+        return a.sum(axis=axis)
+    return np.take(np.cumsum(a, axis=axis, dtype=work), -1, axis=axis)
+
+
 def _out(x: Array, rnd: Round) -> Array:
     return np.asarray(rnd(np.asarray(x, dtype=np.float64)), dtype=np.float64)
 
 
 def linear(x: Array, w: Array, b: Array, work: type = np.float64, rnd: Round = _same) -> Array:
     x, w, b = _cast((x, w, b), work)
-    return _out((x @ w.T + b).astype(work), rnd)
+    return _out((matmul(x, w.T, work) + b).astype(work), rnd)
 
 
 def mlp(x: Array, w1: Array, b1: Array, w2: Array, b2: Array, work: type = np.float64,
@@ -61,21 +84,23 @@ def attention_block(x: Array, w_qkv: Array, w_out: Array, heads: int,
     q, k, v = (qkv[..., i * emb:(i + 1) * emb].reshape(bsz, seq, heads, d).transpose(0, 2, 1, 3)
                for i in range(3))
     q, k, v = _cast((q, k, v), work)
-    s = _out((q @ k.transpose(0, 1, 3, 2)) / np.sqrt(work(d)), rnd).astype(work)
+    s = _out(matmul(q, k.transpose(0, 1, 3, 2), work) / np.sqrt(work(d)), rnd).astype(work)
     s = np.where(np.tril(np.ones((seq, seq), dtype=bool)), s, -np.inf)
     p = np.exp(s - s.max(axis=-1, keepdims=True))
-    p = _out(p / p.sum(axis=-1, keepdims=True), rnd).astype(work)
-    o = _out((p @ v).astype(work), rnd).transpose(0, 2, 1, 3).reshape(bsz, seq, emb)
+    p = _out(p / total(p, -1, work)[..., None], rnd).astype(work)
+    o = _out(matmul(p, v, work), rnd).transpose(0, 2, 1, 3).reshape(bsz, seq, emb)
     return linear(o, w_out, np.zeros(emb), work, rnd)
 
 
 def state_update(state: Array, x: Array, w: Array, decay: float, work: type = np.float64,
                  rnd: Round = _same) -> Array:
-    """state <- decay * state + (1 - decay) * tanh(x w^T), the new state."""
+    """state <- decay * state + (1 - decay) * tanh(x w^T), the new state (the scaled state
+    stored once, as ``state.mul_(decay).add_(t, alpha=1 - decay)`` does)."""
     z = linear(x, w, np.zeros(w.shape[0]), work, rnd)
     state, z = _cast((state, z), work)
     t = _out(np.tanh(z).astype(work), rnd).astype(work)
-    return _out((work(decay) * state + work(1 - decay) * t).astype(work), rnd)
+    scaled = _out((work(decay) * state).astype(work), rnd).astype(work)
+    return _out((scaled + work(1 - decay) * t).astype(work), rnd)
 
 
 def tanh_mlp_loss_grads(x: Array, y: Array, params: Sequence[Array], work: type = np.float64,
@@ -86,12 +111,12 @@ def tanh_mlp_loss_grads(x: Array, y: Array, params: Sequence[Array], work: type 
     out = linear(h, w2, b2, work, rnd)
     x, y, h, out, w2 = _cast((x, y, h, out, w2), work)
     diff = out - y
-    loss = float(_out(np.mean(diff * diff, dtype=work), rnd))
+    loss = float(_out(total((diff * diff).ravel(), 0, work) / work(diff.size), rnd))
     dout = _out((work(2.0 / diff.size) * diff).astype(work), rnd).astype(work)
-    dw2, db2 = _out(dout.T @ h, rnd), _out(dout.sum(axis=0), rnd)
-    dh = _out(dout @ w2, rnd).astype(work)
+    dw2, db2 = _out(matmul(dout.T, h, work), rnd), _out(total(dout, 0, work), rnd)
+    dh = _out(matmul(dout, w2, work), rnd).astype(work)
     dz = _out(dh * (work(1) - h * h), rnd).astype(work)
-    dw1, db1 = _out(dz.T @ x, rnd), _out(dz.sum(axis=0), rnd)
+    dw1, db1 = _out(matmul(dz.T, x, work), rnd), _out(total(dz, 0, work), rnd)
     return loss, [dw1, db1, dw2, db2]
 
 

@@ -259,19 +259,52 @@ def test_float32_work_is_float32_arithmetic(name: str) -> None:
         assert 0.0 < err <= 1e-5 * max(1.0, float(np.max(np.abs(r))))
 
 
+def _seq_mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=np.float32)
+    for i in range(a.shape[1]):
+        out = out + a[:, i:i + 1] * b[i:i + 1, :]
+    return out
+
+
+def _seq_sum0(a: np.ndarray) -> np.ndarray:
+    acc = np.zeros(a.shape[1:], dtype=np.float32)
+    for row in a:
+        acc = acc + row
+    return acc
+
+
 def test_float32_tanh_mlp_is_plain_float32_arithmetic() -> None:
-    """Bit for bit the same numpy step written out in float32 (tanh included)."""
+    """Bit for bit the same numpy step written out in float32 with sequential sums
+    (tanh included)."""
     x64, y64, params = _mlp_problem(13)
     loss, grads = ow.tanh_mlp_loss_grads(x64, y64, params, np.float32)
     x, y, w1, b1, w2, b2 = (a.astype(np.float32) for a in (x64, y64, *params))
-    h = np.tanh(x @ w1.T + b1)
-    diff = (h @ w2.T + b2) - y
+    h = np.tanh(_seq_mm(x, w1.T) + b1)
+    diff = (_seq_mm(h, w2.T) + b2) - y
     dout = np.float32(2.0 / diff.size) * diff
-    dz = (dout @ w2) * (np.float32(1) - h * h)
-    want = [dz.T @ x, dz.sum(axis=0), dout.T @ h, dout.sum(axis=0)]
-    assert loss == float(np.mean(diff * diff, dtype=np.float32))
+    dz = _seq_mm(dout, w2) * (np.float32(1) - h * h)
+    want = [_seq_mm(dz.T, x), _seq_sum0(dz), _seq_mm(dout.T, h), _seq_sum0(dout)]
+    assert loss == float(_seq_sum0((diff * diff).ravel()[:, None])[0] / np.float32(diff.size))
     for g, wnt in zip(grads, want, strict=True):
         np.testing.assert_array_equal(g, wnt.astype(np.float64))
+
+
+def test_matmul_orders() -> None:
+    """float64: BLAS (==); float32: sequential accumulation, a triple loop bit for bit,
+    batched over leading dims."""
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(-1, 1, (2, 5, 7)), rng.uniform(-1, 1, (2, 7, 3))
+    np.testing.assert_array_equal(ow.matmul(a, b), a @ b)
+    got = ow.matmul(a, b, np.float32)
+    for n in range(2):
+        want = np.zeros((5, 3), dtype=np.float32)
+        for i in range(5):
+            for j in range(3):
+                acc = np.float32(0)
+                for k in range(7):
+                    acc = np.float32(acc + np.float32(a[n, i, k]) * np.float32(b[n, k, j]))
+                want[i, j] = acc
+        np.testing.assert_array_equal(got[n], want)
 
 
 def test_float32_adam_matches_torch_float32() -> None:
@@ -305,7 +338,7 @@ def test_rnd_is_applied_last(name: str, work: type) -> None:
         assert _representable(out, np.float16)
 
 
-STORES = {"linear": 1, "mlp": 2, "attention_block": 5, "state_update": 3,
+STORES = {"linear": 1, "mlp": 2, "attention_block": 5, "state_update": 4,
           "tanh_mlp_loss_grads": 11, "adam_step": 4 * len(ADAM_SHAPES)}
 
 

@@ -2,8 +2,9 @@
 oracle with the error-ratio rule.
 
 Error-ratio rule (the same form as the export area's): for each output and state tensor,
+over the steps of a case,
 
-    max|eager - ref| <= 2 max|base - ref| + eps max|ref|,
+    max_k max|eager_k - ref_k| <= 2 max_k max|base_k - ref_k| + eps max_k max|ref_k|,
 
 with ref the oracle in float64 and base the same numpy step in float32 with every stored
 intermediate rounded to the case's dtype (a same-precision implementation that rounds at
@@ -27,18 +28,6 @@ from conformance.record import Record
 from conformance.tensors import exact_numpy, rounded
 
 RATIO = 2.0
-
-
-def error_ratio(name: str, got: np.ndarray, ref: np.ndarray, base: np.ndarray,
-                dtype: torch.dtype) -> Measurement:
-    err = float(np.max(np.abs(got - ref), initial=0.0))
-    b = float(np.max(np.abs(base - ref), initial=0.0))
-    atol = torch.finfo(dtype).eps * float(np.max(np.abs(ref), initial=0.0))
-    if not np.all(np.isfinite(got)):
-        err = float("inf")
-    return Measurement(f"{name} (error ratio rule)", err, RATIO * b + atol,
-                       f"max|got - ref| {err:.3g}, max|base - ref| {b:.3g} (x{RATIO:g} "
-                       f"+ eps max|ref| {atol:.3g})")
 
 
 def bits(name: str, got: Sequence[torch.Tensor], want: Sequence[torch.Tensor],
@@ -70,28 +59,65 @@ def _rounder(dtype: torch.dtype):
     return (lambda x: x) if name == "float32" else (lambda x: rounded(x, name))
 
 
-def judge_step(record: Record, spec_oracle, w: Workload, dtype: torch.dtype,
-               before: list[np.ndarray], inputs: list[np.ndarray],
-               outputs: Sequence[torch.Tensor], label: str) -> None:
-    """One step's outputs and new state (``w.state`` now) against the oracle."""
-    rnd = _rounder(dtype)
-    if spec_oracle is None:  # the training step: loss and grads, then Adam on those grads
-        loss, grads, _ = train_oracle(before, inputs, np.float64, rnd=lambda x: x)
+def _errors(got: np.ndarray, ref: np.ndarray, base: np.ndarray) -> tuple[float, float, float]:
+    err = float(np.max(np.abs(got - ref), initial=0.0)) if np.all(np.isfinite(got)) \
+        else float("inf")
+    return err, float(np.max(np.abs(base - ref), initial=0.0)), \
+        float(np.max(np.abs(ref), initial=0.0))
+
+
+def step_errors(spec_oracle, w: Workload, dtype: torch.dtype,
+                before: list[np.ndarray], inputs: list[np.ndarray],
+                outputs: Sequence[torch.Tensor]) -> dict[str, tuple[float, float, float]]:
+    """One step's (max|got - ref|, max|base - ref|, max|ref|) per output and state tensor
+    (``w.state`` now holds the new state); for the training step the loss and gradients,
+    then Adam applied to the step's own gradients."""
+    rnd, same = _rounder(dtype), (lambda x: x)
+    out: dict[str, tuple[float, float, float]] = {}
+    if spec_oracle is None:
+        loss, grads, _ = train_oracle(before, inputs, np.float64, same)
         bloss, bgrads, _ = train_oracle(before, inputs, np.float32, rnd)
         got_g = _np(w.grads())
-        record.require(error_ratio(f"{label}: loss", exact_numpy(outputs[0]),
-                                   np.asarray(loss), np.asarray(bloss), dtype))
+        out["loss"] = _errors(exact_numpy(outputs[0]), np.asarray(loss), np.asarray(bloss))
         for i, (g, r, b) in enumerate(zip(got_g, grads, bgrads, strict=True)):
-            record.require(error_ratio(f"{label}: gradient {i}", g, r, b, dtype))
-        _, _, ref_state = train_oracle(before, inputs, np.float64, lambda x: x, got_g)
+            out[f"gradient {i}"] = _errors(g, r, b)
+        _, _, ref_state = train_oracle(before, inputs, np.float64, same, got_g)
         _, _, base_state = train_oracle(before, inputs, np.float32, rnd, got_g)
     else:
-        ref_out, ref_state = spec_oracle(w.consts, before, inputs, np.float64, lambda x: x)
+        ref_out, ref_state = spec_oracle(w.consts, before, inputs, np.float64, same)
         base_out, base_state = spec_oracle(w.consts, before, inputs, np.float32, rnd)
         for i, (g, r, b) in enumerate(zip(_np(outputs), ref_out, base_out, strict=True)):
-            record.require(error_ratio(f"{label}: output {i}", g, r, b, dtype))
+            out[f"output {i}"] = _errors(g, r, b)
     for i, (g, r, b) in enumerate(zip(_np(w.state), ref_state, base_state, strict=True)):
-        record.require(error_ratio(f"{label}: state {i}", g, r, b, dtype))
+        out[f"state {i}"] = _errors(g, r, b)
+    return out
+
+
+class OracleJudge:
+    """The error-ratio rule over a run of steps: per tensor, the worst step's error against
+    2 x the largest baseline error of all steps + eps x the largest |ref| (the baseline's
+    error pooled over the steps: one small tensor's baseline error, a scalar loss's above
+    all, can be near zero by chance)."""
+
+    def __init__(self, dtype: torch.dtype, label: str) -> None:
+        self.dtype, self.label = dtype, label
+        self.steps: list[tuple[int, dict[str, tuple[float, float, float]]]] = []
+
+    def add(self, k: int, errors: dict[str, tuple[float, float, float]]) -> None:
+        self.steps.append((k, errors))
+
+    def judge(self, record: Record) -> None:
+        if not self.steps:
+            return
+        eps = torch.finfo(self.dtype).eps
+        for name in self.steps[0][1]:
+            k, (err, _, _) = max(((k, e[name]) for k, e in self.steps), key=lambda x: x[1][0])
+            base = max(e[name][1] for _, e in self.steps)
+            atol = eps * max(e[name][2] for _, e in self.steps)
+            record.require(Measurement(
+                f"{self.label}: {name} (error ratio rule)", err, RATIO * base + atol,
+                f"worst at step {k}: max|got - ref| {err:.3g}; max|base - ref| over "
+                f"{len(self.steps)} steps {base:.3g} (x{RATIO:g} + eps max|ref| {atol:.3g})"))
 
 
 def dropout_sanity(record: Record, x: torch.Tensor, out: torch.Tensor, rand: torch.Tensor

@@ -131,10 +131,20 @@ class _NoOptimizerStep(Graph):
             super().replay()
 
 
-def _faulty(name: str, graph: type[Graph]) -> Reference:
+class _LowPrecision(Graph):
+    """A compiler-like replay that runs the step on bfloat16-rounded inputs."""
+
+    def run(self) -> tuple[torch.Tensor, ...]:
+        rounded = [t.to(torch.bfloat16).to(t.dtype) for t in self.inputs]
+        out = self.fn(*rounded)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _faulty(name: str, graph: type[Graph], same_kernels: bool = True) -> Reference:
     runtime = Reference()
     runtime.conformance_name = name
     runtime.graph_class = graph
+    runtime.same_kernels = same_kernels
     return runtime
 
 
@@ -144,3 +154,5 @@ frozen_rng = _faulty("frozen_rng", _FrozenRng)
 fresh_outputs = _faulty("fresh_outputs", _FreshOutputs)
 pool_clobbers = _faulty("pool_clobbers", _Clobber)
 skips_optimizer_step = _faulty("skips_optimizer_step", _NoOptimizerStep)
+# declares other kernels (as torch.compile does), so it is held to the oracle rule
+low_precision = _faulty("low_precision", _LowPrecision, same_kernels=False)

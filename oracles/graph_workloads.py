@@ -43,7 +43,7 @@ def matmul(a: Array, b: Array, work: type = np.float64) -> Array:
     a, b = np.asarray(a, dtype=work), np.asarray(b, dtype=work)
     if work == np.float64:
         return a @ b
-    acc = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])),
+    acc = np.zeros(np.broadcast_shapes((*a.shape[:-1], 1), (*b.shape[:-2], 1, b.shape[-1])),
                    dtype=work)
     for i in range(a.shape[-1]):
         acc = (acc + (a[..., :, i:i + 1] * b[..., i:i + 1, :]).astype(work)).astype(work)

@@ -102,3 +102,53 @@ def export_table(results: list[dict[str, Any]]) -> list[str]:
             f"| {len(n.get('accepted') or [])} | {', '.join(n.get('refused') or {}) or '-'} "
             f"| {n.get('build_seconds', '-')} |")
     return lines
+
+
+_SHORT = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "expected-fail": "xfail",
+          "unexpected-pass": "XPASS", "unsupported": "-", "skipped": "skip"}
+
+
+def _graphs_column(nodeid: str) -> str:
+    test, _, params = nodeid.split("::")[-1].partition("[")
+    test = test.removeprefix("test_")
+    if test == "replay_equals_eager":
+        return params.rstrip("]").split("-")[-1]
+    return test
+
+
+def graphs_table(results: list[dict[str, Any]]) -> list[str]:
+    """One row per graph runtime, one column per workload of the replay check and per other
+    graphs check (regressions included): each case's outcome, per dtype where it has one."""
+    rows = [r for r in results if r.get("area") == "graphs"]
+    if not rows:
+        return []
+    cols: dict[str, None] = {}
+    dtypes: dict[str, None] = {}
+    cells: dict[str, dict[str, dict[str, str]]] = {}
+    for r in rows:
+        col = _graphs_column(r["nodeid"])
+        cols.setdefault(col, None)
+        dtype = r["dtype"] or ""
+        if dtype:
+            dtypes.setdefault(dtype, None)
+        cells.setdefault(r["impl"] or "?", {}).setdefault(col, {})[dtype] = \
+            _SHORT.get(r["outcome"], r["outcome"])
+    order = [*dtypes, ""]
+
+    def show(cell: dict[str, str] | None) -> str:
+        if not cell:
+            return " "
+        return " / ".join(cell[d] for d in order if d in cell)
+
+    replay = {_graphs_column(r["nodeid"]) for r in rows
+              if "::test_replay_equals_eager[" in r["nodeid"]}
+    names = [c for c in cols if c in replay] + [c for c in cols if c not in replay]
+    lines = ["", "## Graph capture and replay", "",
+             "Per runtime: replay against eager per workload, then the other checks; where a "
+             f"case runs per dtype, the outcomes are {' / '.join(dtypes) or 'per dtype'} "
+             "(FAIL: a check failed; -: unsupported by design; skip: missing hardware or "
+             "build).", "",
+             "| runtime | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for impl, row in sorted(cells.items()):
+        lines.append(f"| `{impl}` | " + " | ".join(show(row.get(c)) for c in names) + " |")
+    return lines

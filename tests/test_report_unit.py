@@ -87,3 +87,25 @@ def test_elementwise_bound_measurements():
     assert not wrong_inf.ok
     assert elementwise_bound("m", np.zeros(2), np.zeros(3), 1.0).measured == math.inf
     assert bad.scaled(10).ok and not exact("e", 1, 3).scaled(10).ok
+
+
+def test_graphs_table_one_row_per_runtime():
+    from conformance.report_tables import graphs_table
+
+    def res(nodeid: str, impl: str, dtype: str | None, outcome: str) -> dict:
+        return {"area": "graphs", "nodeid": nodeid, "impl": impl, "dtype": dtype,
+                "outcome": outcome}
+
+    base = "conformance/graphs/test_graphs.py::"
+    lines = graphs_table([
+        res(base + "test_replay_equals_eager[rt-float32-mlp]", "rt", "float32", "passed"),
+        res(base + "test_replay_equals_eager[rt-bfloat16-mlp]", "rt", "bfloat16", "failed"),
+        res(base + "test_random[rt-float32]", "rt", "float32", "unsupported"),
+        res("conformance/graphs/test_regressions.py::test_clone_state_in_capture[rt]", "rt",
+            None, "expected-fail"),
+        {**res("conformance/topk/test_topk.py::test_random[t-float32]", "t", "float32",
+               "passed"), "area": "topk"},
+    ])
+    assert lines[-3:] == ["| runtime | mlp | random | clone_state_in_capture |",
+                          "|---|---|---|---|", "| `rt` | pass / FAIL | - | xfail |"]
+    assert graphs_table([]) == []

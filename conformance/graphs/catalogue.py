@@ -187,10 +187,16 @@ def train_oracle(state: list[np.ndarray], inputs: list[np.ndarray], work: type, 
     return loss, g, [*p2, *m2, *v2, *(np.asarray(t) for _ in steps)]
 
 
+def _random_ops(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """dropout first, rand_like second (dropout_sanity checks those two); then the other
+    kinds of draw torch's graph RNG tests cover: normal, bernoulli, an in-place sampler."""
+    return (F.dropout(x, 0.5, training=True), torch.rand_like(x), torch.randn_like(x),
+            torch.bernoulli(torch.full_like(x, 0.3)), torch.empty_like(x).exponential_())
+
+
 def _dropout(device: torch.device, dtype: torch.dtype, seed: int) -> Workload:
     x = torch.zeros(64, 64, dtype=dtype, device=device)
-    return Workload("dropout", lambda x: (F.dropout(x, 0.5, training=True), torch.rand_like(x)),
-                    [x], seed=seed)
+    return Workload("dropout", _random_ops, [x], seed=seed)
 
 
 def _side_stream(device: torch.device, dtype: torch.dtype, seed: int) -> Workload:
@@ -230,4 +236,5 @@ WORKLOADS: dict[str, Spec] = {
     "side_stream": Spec(_side_stream, _side_oracle, ("streams",),
                         doc="a GEMM forked to a side stream inside the capture, joined back"),
 }
-RANDOM = Spec(_dropout, None, ("rng",), doc="dropout and rand_like (graph-safe RNG)")
+RANDOM = Spec(_dropout, None, ("rng",),
+              doc="dropout, rand_like, randn_like, bernoulli, exponential_ (graph-safe RNG)")

@@ -1,0 +1,1 @@
+"""Special-function areas (``special.<name>``) against mpmath-backed float64 oracles."""

@@ -1,0 +1,26 @@
+"""Planted erfcx implementations the special.erfcx area must flag, and their correct twin."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def naive(x: torch.Tensor) -> torch.Tensor:
+    """The definition as written: exp(x^2) overflows (and erfc underflows) for moderate x,
+    giving inf * 0 = NaN from x ~ 9.4 (float32) / 26.6 (float64)."""
+    return torch.exp(x * x) * torch.erfc(x)
+
+
+def early_asymptotic(x: torch.Tensor) -> torch.Tensor:
+    """The asymptotic 1 / (x sqrt(pi)) from x > 5 instead of x > 5e7 (2% off at x = 5)."""
+    return torch.where(x > 5, 1 / (x * math.sqrt(math.pi)), torch.special.erfcx(x))
+
+
+def correct(x: torch.Tensor) -> torch.Tensor:
+    return torch.special.erfcx(x)
+
+
+for _f in (naive, early_asymptotic, correct):
+    _f.conformance_name = _f.__name__  # type: ignore[attr-defined]

@@ -53,6 +53,7 @@ class DeviceSpec:
     description: str = ""
     after_error: str = "keeps_working"  # or "poisoned"
     isolate_errors: bool = True  # run error cases in a child process
+    toolchain: dict[str, Any] = field(default_factory=dict)  # required build facts
 
 
 def _literal_brackets(pattern: str) -> str:
@@ -266,6 +267,7 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
         devices[name] = DeviceSpec(
             name, frozenset(d["dtypes"]), frozenset(d["areas"]), d.get("description", ""),
             errors.get("after", "keeps_working"), errors.get("isolate", True),
+            dict(d.get("toolchain", {})),
         )
     rules = _rules(path, data)
     for rule in rules:

@@ -1,0 +1,2 @@
+"""The toolchain area: build facts (CUDA / ROCm / BLAS / TorchScript) and the matrix's
+requirements on them."""

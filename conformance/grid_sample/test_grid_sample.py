@@ -1,0 +1,109 @@
+"""2-D grid_sample (area ``grid_sample``): every mode x padding x align_corners, grids that
+reach outside [-1, 1], exact pixel positions, channels-last input and non-finite grids,
+against the float64 oracle (oracles/grid_sample.py) under the forward-error bound of
+checks.py; the CPU backward's crash on NaN grids in a child process."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from conformance.compare import exact
+from conformance.grid_sample.checks import check_forward
+from conformance.tensors import exact_numpy, from_numpy
+
+pytestmark = pytest.mark.area("grid_sample")
+SEED = 2011
+COMBOS = [pytest.param(m, p, a, marks=[pytest.mark.needs(f"mode.{m}")],
+                       id=f"{m}-{p}-{'ac' if a else 'noac'}")
+          for m, p, a in itertools.product(("bilinear", "nearest", "bicubic"),
+                                           ("zeros", "border", "reflection"), (False, True))]
+
+
+def _data(dtype: torch.dtype, seed: int, shape=(2, 3, 7, 9), out=(5, 6), reach=1.3):
+    rng = np.random.default_rng([SEED, seed])
+    n = shape[0]
+    inp = rng.uniform(-1, 1, shape)
+    grid = rng.uniform(-reach, reach, (n, *out, 2))
+    return exact_numpy(from_numpy(inp, dtype, "cpu")), exact_numpy(from_numpy(grid, dtype, "cpu"))
+
+
+def _run(impl, inp, grid, mode, padding, align, dtype, device, record, channels_last=False):
+    t = from_numpy(inp, dtype, device)
+    if channels_last:
+        t = t.to(memory_format=torch.channels_last)
+    out = impl(t, from_numpy(grid, dtype, device), mode=mode, padding_mode=padding,
+               align_corners=align)
+    want = (inp.shape[0], inp.shape[1], *grid.shape[1:3])
+    problems = [] if (isinstance(out, torch.Tensor) and tuple(out.shape) == want
+                      and out.dtype == dtype) else [f"got {getattr(out, 'shape', out)}"]
+    record.require(exact("output structure", len(problems), 1, "; ".join(problems)))
+    return exact_numpy(out)
+
+
+@pytest.mark.parametrize("mode,padding,align", COMBOS)
+def test_random(impl, dtype, device, record, mode, padding, align):
+    """Random images and grids uniform in [-1.3, 1.3] (a margin outside the image)."""
+    inp, grid = _data(dtype, 1)
+    record.case(mode=mode, padding=padding, align_corners=align, seed=SEED)
+    got = _run(impl, inp, grid, mode, padding, align, dtype, device, record)
+    check_forward(record, inp, grid, got, mode, padding, align, dtype, "random grid")
+
+
+@pytest.mark.parametrize("mode,padding,align", COMBOS)
+def test_far_grid(impl, dtype, device, record, mode, padding, align):
+    """Grids reaching 3.5 image sizes outside: reflection reflects again and again."""
+    inp, grid = _data(dtype, 6, reach=3.5)
+    record.case(mode=mode, padding=padding, align_corners=align, seed=SEED, reach=3.5)
+    got = _run(impl, inp, grid, mode, padding, align, dtype, device, record)
+    check_forward(record, inp, grid, got, mode, padding, align, dtype, "far grid")
+
+
+@pytest.mark.parametrize("mode,padding,align", COMBOS)
+def test_pixel_positions(impl, dtype, device, record, mode, padding, align):
+    """Grids at exact pixel centres and exact half-pixel positions (ties for nearest: half
+    to even) over the image and one pixel beyond."""
+    inp, _ = _data(dtype, 2)
+    n, _, h, w = inp.shape
+    den_x, den_y = (w - 1, h - 1) if align else (w, h)
+    off = 0.0 if align else 0.5
+    xs = (2 * (np.arange(-2, 2 * w + 2) / 2 + off) / den_x) - 1
+    ys = (2 * (np.arange(-2, 2 * h + 2) / 2 + off) / den_y) - 1
+    gx, gy = np.meshgrid(xs, ys)
+    grid = np.broadcast_to(np.stack([gx, gy], -1), (n, *gx.shape, 2)).copy()
+    grid = exact_numpy(from_numpy(grid, dtype, "cpu"))
+    record.case(mode=mode, padding=padding, align_corners=align)
+    got = _run(impl, inp, grid, mode, padding, align, dtype, device, record)
+    check_forward(record, inp, grid, got, mode, padding, align, dtype, "pixel positions")
+
+
+@pytest.mark.needs("channels_last")
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_channels_last(impl, dtype, device, record, mode):
+    """An NHWC-strided input (pytorch#174339: the MPSGraph NHWC path was wrong)."""
+    inp, grid = _data(dtype, 3)
+    record.case(mode=mode)
+    got = _run(impl, inp, grid, mode, "zeros", False, dtype, device, record, channels_last=True)
+    check_forward(record, inp, grid, got, mode, "zeros", False, dtype, "channels last")
+
+
+@pytest.mark.needs("nonfinite_grid")
+@pytest.mark.parametrize("mode,padding,align", COMBOS)
+def test_nonfinite_grid(impl, dtype, device, record, mode, padding, align):
+    """NaN, +inf, -inf and huge grid entries: torch's documented-by-code behaviour (the
+    oracle's docstring): NaN where the oracle has NaN, the bound elsewhere."""
+    if dtype in (torch.float16, torch.bfloat16):
+        from conformance.outcomes import unsupported
+
+        unsupported("the non-finite cases run in float32 and float64")
+    inp, grid = _data(dtype, 4)
+    flat = grid.reshape(-1)
+    rng = np.random.default_rng([SEED, 5])
+    picks = rng.choice(flat.size, 24, replace=False)
+    flat[picks] = np.tile([np.nan, np.inf, -np.inf, 1e30], 6)
+    record.case(mode=mode, padding=padding, align_corners=align)
+    got = _run(impl, inp, grid, mode, padding, align, dtype, device, record)
+    check_forward(record, inp, grid, got, mode, padding, align, dtype, "non-finite grid")

@@ -1,0 +1,74 @@
+"""Planted grid_sample implementations the grid_sample area must flag, and their twin."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def align_corners_inverted(input, grid, mode="bilinear", padding_mode="zeros",
+                           align_corners=False):
+    return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+                         align_corners=not align_corners)
+
+
+def _pixels(g: torch.Tensor, size: int, align: bool) -> torch.Tensor:
+    return (g + 1) / 2 * (size - 1) if align else ((g + 1) * size - 1) / 2
+
+
+def _normalized(p: torch.Tensor, size: int, align: bool) -> torch.Tensor:
+    return p * 2 / (size - 1) - 1 if align else (2 * p + 1) / size - 1
+
+
+def reflect_once(input, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    """Reflection padding that reflects a coordinate once only (not repeatedly), then
+    clips: wrong beyond one image width outside."""
+    if padding_mode != "reflection":
+        return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+                             align_corners=align_corners)
+    h, w = input.shape[-2:]
+    lo, his = (0.0, (w - 1, h - 1)) if align_corners else (-0.5, (w - 0.5, h - 0.5))
+    axes = []
+    for i, size in enumerate((w, h)):
+        p = _pixels(grid[..., i], size, align_corners)
+        hi = his[i]
+        p = torch.where(p < lo, 2 * lo - p, torch.where(p > hi, 2 * hi - p, p))
+        axes.append(_normalized(p, size, align_corners))
+    return F.grid_sample(input, torch.stack(axes, -1), mode=mode, padding_mode="border",
+                         align_corners=align_corners)
+
+
+def half_pixel_off(input, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    """Bilinear weights for a position half a pixel off (the pixel-centre convention
+    confused): shifts the sampling point by 0.5 px along x."""
+    w = input.shape[-1]
+    shift = torch.zeros_like(grid)
+    shift[..., 0] = 1.0 / (w - 1 if align_corners else w)
+    return F.grid_sample(input, grid + shift, mode=mode, padding_mode=padding_mode,
+                         align_corners=align_corners)
+
+
+def nearest_half_away(input, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    """Nearest rounding half away from zero (floor(p + 0.5) for p >= 0) instead of half to
+    even: differs only at exact half-pixel positions."""
+    if mode != "nearest":
+        return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+                             align_corners=align_corners)
+    h, w = input.shape[-2:]
+    axes = []
+    for i, size in enumerate((w, h)):
+        p = _pixels(grid[..., i].double(), size, align_corners)
+        p = torch.sign(p) * torch.floor(p.abs() + 0.5)
+        axes.append(_normalized(p, size, align_corners).to(grid.dtype))
+    return F.grid_sample(input, torch.stack(axes, -1), mode="nearest",
+                         padding_mode=padding_mode, align_corners=align_corners)
+
+
+def correct(input, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+                         align_corners=align_corners)
+
+
+for _f in (align_corners_inverted, reflect_once, half_pixel_off, nearest_half_away, correct):
+    _f.conformance_name = _f.__name__  # type: ignore[attr-defined]
+    _f.conformance_features = ["mode.bilinear", "mode.nearest", "mode.bicubic"]

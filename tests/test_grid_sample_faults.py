@@ -1,0 +1,37 @@
+"""The issue's grid_sample faults, plugged in through ``--impl grid_sample=...``, are each
+flagged where they differ; the correct twin passes (float32, builtins off)."""
+
+from __future__ import annotations
+
+from tests.conftest import SUITE
+
+BOUND = "forward-error bound"
+NEAREST = "nearest picks the pixel"
+FAULTS = {
+    "align_corners_inverted": [("test_random", "bilinear-zeros-noac", BOUND),
+                               ("test_random", "bilinear-border-ac", BOUND)],
+    "half_pixel_off": [("test_random", "bilinear-zeros-noac", BOUND),
+                       ("test_pixel_positions", "bicubic-border-ac", BOUND)],
+    "reflect_once": [("test_far_grid", "bilinear-reflection-noac", BOUND),
+                     ("test_far_grid", "bilinear-reflection-ac", BOUND)],
+    "nearest_half_away": [("test_pixel_positions", "nearest-zeros-ac", NEAREST),
+                          ("test_pixel_positions", "nearest-border-ac", NEAREST)],
+}
+
+
+def test_planted_grid_sample_faults_are_flagged(suite):
+    impls = [f"--impl=grid_sample=planted.grid_sample_faults:{x}" for x in (*FAULTS, "correct")]
+    run = suite(str(SUITE / "grid_sample" / "test_grid_sample.py"), "-n", "0", "-q",
+                "-p", "no:randomly", "--no-builtins", "-k", "float32", *impls)
+    assert run.returncode == 1, run.output[-3000:]
+    results = run.by_impl()
+    for fault, cases in FAULTS.items():
+        rows = {r["nodeid"].split("::")[-1]: r for r in results.get(fault, [])}
+        for test, combo, check in cases:
+            name = f"{test}[{fault}-float32-{combo}]"
+            row = rows.get(name)
+            assert row is not None and row["outcome"] == "failed", (name, row)
+            assert check in (row.get("reason") or ""), (name, row.get("reason"))
+    twins = [r for r in results.get("correct", []) if r["outcome"] != "unsupported"]
+    assert len(twins) >= 50 and all(r["outcome"] == "passed" for r in twins), \
+        [(r["nodeid"], r["outcome"]) for r in twins if r["outcome"] != "passed"]

@@ -4,7 +4,7 @@ Contract (``--impl grid_sample=module:attr``): torch.nn.functional.grid_sample's
 ``fn(input, grid, mode="bilinear", padding_mode="zeros", align_corners=False) -> tensor``,
 for 4-D input (N, C, H, W) and grid (N, Ho, Wo, 2). Features: ``mode.bilinear``,
 ``mode.nearest``, ``mode.bicubic``, ``channels_last`` (an NHWC-strided input),
-``nonfinite_grid`` (NaN / inf grid entries).
+``nonfinite_grid`` (NaN / inf grid entries), ``backward`` (input and grid gradients).
 """
 
 from __future__ import annotations

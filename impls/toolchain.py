@@ -10,7 +10,8 @@ plugs in here.
 - ``arch_list``: ``torch.cuda.get_arch_list()`` (``sm_XY`` SASS, ``compute_XY`` PTX, ``gfx...``)
 - ``capability``: ``[major, minor]`` of the device (CUDA), ``gcn_arch``: the ROCm target
 - ``dsa``: whether device-side assertions are compiled in (CUDA/ROCm builds)
-- ``blas``: the CPU BLAS torch was built with (BLAS_INFO)
+- ``blas``: the CPU BLAS torch was built with (BLAS_INFO); ``openblas_half_gemm``: for an
+  OpenBLAS build, whether it exports ``shgemm_`` / ``sbgemm_``
 """
 
 from __future__ import annotations
@@ -49,6 +50,27 @@ def _driver() -> str | None:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
+def _openblas_half_gemm() -> dict[str, bool] | None:
+    """Whether the OpenBLAS torch links exports shgemm_ / sbgemm_ (half / bfloat16 GEMM);
+    None when the libraries cannot be searched."""
+    import ctypes
+    from pathlib import Path
+
+    found = {"shgemm": False, "sbgemm": False}
+    libs = sorted(Path(torch.__file__).parent.joinpath("lib").glob("*.so*"))
+    libs += sorted(Path(torch.__file__).parent.parent.glob("*openblas*/**/*.so*"))
+    if not libs:
+        return None
+    for lib in libs:
+        try:
+            handle = ctypes.CDLL(str(lib))
+        except OSError:
+            continue
+        for name in found:
+            found[name] = found[name] or hasattr(handle, f"{name}_")
+    return found
+
+
 def torch_build(device: torch.device) -> dict[str, Any]:
     """The facts of the running torch build, for ``device``."""
     gpu = device.type == "cuda" and torch.cuda.is_available()
@@ -61,6 +83,7 @@ def torch_build(device: torch.device) -> dict[str, Any]:
     }
     match = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
     info["blas"] = match.group(1) if match else None
+    info["openblas_half_gemm"] = _openblas_half_gemm() if info["blas"] == "open" else None
     if gpu:
         props = torch.cuda.get_device_properties(device)
         if torch.version.hip:

@@ -1,5 +1,6 @@
 """The issue's grid_sample faults, plugged in through ``--impl grid_sample=...``, are each
-flagged where they differ; the correct twin passes (float32, builtins off)."""
+flagged where they differ, and so is a backward fault; the correct twin passes (float32,
+builtins off)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ FAULTS = {
                      ("test_far_grid", "bilinear-reflection-ac", BOUND)],
     "nearest_half_away": [("test_pixel_positions", "nearest-zeros-ac", NEAREST),
                           ("test_pixel_positions", "nearest-border-ac", NEAREST)],
+    # a backward fault: the grid gradient scaled for the other align_corners convention
+    "grid_grad_scale": [("test_backward", "bilinear-zeros-ac", "grad_grid within"),
+                        ("test_backward", "bicubic-border-ac", "grad_grid within")],
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conformance.compare import exact
-from conformance.grid_sample.checks import check_forward
+from conformance.grid_sample.checks import check_backward, check_forward
 from conformance.tensors import exact_numpy, from_numpy
 
 pytestmark = pytest.mark.area("grid_sample")
@@ -107,3 +107,23 @@ def test_nonfinite_grid(impl, dtype, device, record, mode, padding, align):
     record.case(mode=mode, padding=padding, align_corners=align)
     got = _run(impl, inp, grid, mode, padding, align, dtype, device, record)
     check_forward(record, inp, grid, got, mode, padding, align, dtype, "non-finite grid")
+
+
+@pytest.mark.needs("backward")
+@pytest.mark.parametrize("mode,padding,align", COMBOS)
+def test_backward(impl, dtype, device, record, mode, padding, align):
+    """Input and grid gradients through autograd, random cotangents in [-1, 1]."""
+    inp, grid = _data(dtype, 7)
+    rng = np.random.default_rng([SEED, 8])
+    g = exact_numpy(from_numpy(rng.uniform(-1, 1, (*inp.shape[:2], *grid.shape[1:3])),
+                               dtype, "cpu"))
+    record.case(mode=mode, padding=padding, align_corners=align, seed=SEED)
+    x = from_numpy(inp, dtype, device).requires_grad_(True)
+    gr = from_numpy(grid, dtype, device).requires_grad_(True)
+    out = impl(x, gr, mode=mode, padding_mode=padding, align_corners=align)
+    out.backward(from_numpy(g, dtype, device))
+    missing = [n for n, t in (("input", x), ("grid", gr)) if t.grad is None]
+    record.require(exact("both inputs have gradients", len(missing), 2, ", ".join(missing)))
+    check_backward(record, inp, grid, g, exact_numpy(x.grad), exact_numpy(gr.grad), mode,
+                   padding, align, dtype)
+

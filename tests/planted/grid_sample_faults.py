@@ -72,3 +72,35 @@ def correct(input, grid, mode="bilinear", padding_mode="zeros", align_corners=Fa
 for _f in (align_corners_inverted, reflect_once, half_pixel_off, nearest_half_away, correct):
     _f.conformance_name = _f.__name__  # type: ignore[attr-defined]
     _f.conformance_features = ["mode.bilinear", "mode.nearest", "mode.bicubic"]
+
+
+class _GridScale(torch.autograd.Function):
+    """The forward of torch; a backward whose grid gradient uses align_corners=False's
+    unnormalize factor size/2 where align_corners=True needs (size - 1)/2."""
+
+    @staticmethod
+    def forward(ctx, input, grid, mode, padding_mode, align_corners):
+        ctx.save_for_backward(input, grid)
+        ctx.args = (mode, padding_mode, align_corners)
+        return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+                             align_corners=align_corners)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        input, grid = ctx.saved_tensors
+        mode, padding_mode, align = ctx.args
+        with torch.enable_grad():
+            x, g = input.detach().requires_grad_(), grid.detach().requires_grad_()
+            out = F.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=align)
+            gi, gg = torch.autograd.grad(out, (x, g), grad_out)
+        if align:
+            h, w = input.shape[-2:]
+            gg = gg * torch.tensor([w / (w - 1), h / (h - 1)], dtype=gg.dtype, device=gg.device)
+        return gi, gg, None, None, None
+
+
+def grid_grad_scale(input, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    return _GridScale.apply(input, grid, mode, padding_mode, align_corners)
+
+
+grid_grad_scale.conformance_name = "grid_grad_scale"  # type: ignore[attr-defined]

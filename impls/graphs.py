@@ -95,43 +95,48 @@ def _device_of(inputs: tuple[torch.Tensor, ...]) -> torch.device:
     return inputs[0].device if inputs else torch.device(torch.accelerator.current_accelerator())
 
 
-class CudaGraphs(Runtime):
+class DeviceGraphs(Runtime):
+    """A device module's own graph class and capture context (torch.cuda.CUDAGraph with
+    torch.cuda.graph, torch.xpu.XPUGraph with torch.xpu.graph) and its
+    make_graphed_callables."""
+
+    module_name = "cuda"
+    graph_class = "CUDAGraph"
+
+    def _module(self) -> Any:
+        return getattr(torch, self.module_name)
+
+    def unavailable(self, device: torch.device) -> str | None:
+        if not hasattr(getattr(torch, self.module_name, None), self.graph_class):
+            return f"torch {torch.__version__} has no torch.{self.module_name}.{self.graph_class}"
+        return None
+
+    def capture(self, fn: Callable[..., Any], *inputs: torch.Tensor, pool: Any = None) -> Any:
+        module = self._module()
+        _warmup(fn, inputs, _device_of(inputs))
+        graph = getattr(module, self.graph_class)()
+        with module.graph(graph, pool=pool):
+            out = outputs_tuple(fn(*inputs))
+        return TorchGraph(graph, out)
+
+    def graphed(self, module: torch.nn.Module, sample_args: tuple[torch.Tensor, ...]) -> Any:
+        return self._module().make_graphed_callables(module, sample_args)
+
+
+class CudaGraphs(DeviceGraphs):
     """torch.cuda.CUDAGraph captured with torch.cuda.graph (HIP graphs on ROCm)."""
 
     conformance_name = "cuda_graph"
     conformance_devices = ("cuda", "rocm")
 
-    def capture(self, fn: Callable[..., Any], *inputs: torch.Tensor, pool: Any = None) -> Any:
-        _warmup(fn, inputs, _device_of(inputs))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool):
-            out = outputs_tuple(fn(*inputs))
-        return TorchGraph(graph, out)
 
-    def graphed(self, module: torch.nn.Module, sample_args: tuple[torch.Tensor, ...]) -> Any:
-        return torch.cuda.make_graphed_callables(module, sample_args)
-
-
-class XpuGraphs(Runtime):
+class XpuGraphs(DeviceGraphs):
     """torch.xpu.XPUGraph captured with torch.xpu.graph."""
 
     conformance_name = "xpu_graph"
     conformance_devices = ("xpu",)
-
-    def unavailable(self, device: torch.device) -> str | None:
-        if not hasattr(getattr(torch, "xpu", None), "XPUGraph"):
-            return f"torch {torch.__version__} has no torch.xpu.XPUGraph"
-        return None
-
-    def capture(self, fn: Callable[..., Any], *inputs: torch.Tensor, pool: Any = None) -> Any:
-        _warmup(fn, inputs, _device_of(inputs))
-        graph = torch.xpu.XPUGraph()
-        with torch.xpu.graph(graph, pool=pool):
-            out = outputs_tuple(fn(*inputs))
-        return TorchGraph(graph, out)
-
-    def graphed(self, module: torch.nn.Module, sample_args: tuple[torch.Tensor, ...]) -> Any:
-        return torch.xpu.make_graphed_callables(module, sample_args)
+    module_name = "xpu"
+    graph_class = "XPUGraph"
 
 
 class AcceleratorGraphs(Runtime):

@@ -9,9 +9,23 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from conformance.compare import exact
 from conformance.graphs.catalogue import WORKLOADS, Workload
 from conformance.registry import load_object
-from conformance.tensors import from_numpy
+from conformance.tensors import dtype_name, from_numpy
+
+
+def ready(impl: Any, device: torch.device, dtype: torch.dtype | None = None,
+          dtypes: tuple[str, ...] = ()) -> None:
+    """Unsupported if the workload does not run ``dtype``; skipped (with the runtime's
+    reason) if this build cannot run the runtime."""
+    from conformance.outcomes import missing, unsupported
+
+    if dtype is not None and dtype_name(dtype) not in dtypes:
+        unsupported(f"the workload runs {', '.join(dtypes)}, not {dtype_name(dtype)}")
+    why = getattr(impl.fn, "unavailable", lambda d: None)(device)
+    if why:
+        missing(f"implementation {impl.name}: {why}")
 
 
 def capture(runtime: Any, g: Workload, e: Workload, pool: Any = None
@@ -30,8 +44,6 @@ def capture(runtime: Any, g: Workload, e: Workload, pool: Any = None
 def capture_checked(record: Any, runtime: Any, g: Workload, e: Workload, what: str = "",
                     pool: Any = None) -> tuple[Any, tuple[torch.Tensor, ...]]:
     """``capture``, with an exception reported as the failed check "capture" (+ what)."""
-    from conformance.compare import exact
-
     try:
         return capture(runtime, g, e, pool)
     except Exception as exc:  # the failure under test

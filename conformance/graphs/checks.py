@@ -25,7 +25,7 @@ import torch
 from conformance.compare import Measurement, exact
 from conformance.graphs.catalogue import Workload, train_oracle
 from conformance.record import Record
-from conformance.tensors import exact_numpy, rounded
+from conformance.tensors import dtype_name, exact_numpy, rounded
 
 RATIO = 2.0
 
@@ -55,7 +55,7 @@ def _np(ts: Sequence[torch.Tensor | None]) -> list[np.ndarray]:
 
 
 def _rounder(dtype: torch.dtype):
-    name = str(dtype).removeprefix("torch.")
+    name = dtype_name(dtype)
     return (lambda x: x) if name == "float32" else (lambda x: rounded(x, name))
 
 

@@ -14,21 +14,11 @@ from conformance.compare import exact
 from conformance.graphs import cases
 from conformance.graphs.catalogue import RANDOM, WORKLOADS
 from conformance.graphs.checks import OracleJudge, bits, dropout_sanity, step_errors
-from conformance.outcomes import missing, unsupported
 from conformance.tensors import exact_numpy
 
 pytestmark = pytest.mark.area("graphs")
 STEPS = 4
 SEED = 20261202
-
-
-def _ready(impl, device: torch.device, dtype: torch.dtype, dtypes: tuple[str, ...]) -> None:
-    name = str(dtype).removeprefix("torch.")
-    if name not in dtypes:
-        unsupported(f"the workload runs {', '.join(dtypes)}, not {name}")
-    why = getattr(impl.fn, "unavailable", lambda d: None)(device)
-    if why:
-        missing(f"implementation {impl.name}: {why}")
 
 
 def _params() -> list:
@@ -41,7 +31,7 @@ def test_replay_equals_eager(impl, workload, dtype, device, record):
     """Replay k with step k's inputs equals eager step k (bit for bit, or under the oracle
     rule for a runtime that runs other kernels); eager step k passes the oracle."""
     spec = WORKLOADS[workload]
-    _ready(impl, device, dtype, spec.dtypes)
+    cases.ready(impl, device, dtype, spec.dtypes)
     runtime = impl.fn
     same = getattr(runtime, "same_kernels", True)
     static = impl.caps.claims("static_outputs")
@@ -77,7 +67,7 @@ def test_random(impl, dtype, device, record):
     """Graph-safe RNG: after manual_seed(s), replays 1..N equal eager calls 1..N after
     manual_seed(s), successive replays draw new numbers, and a new manual_seed applies to
     the next replay (pytorch#84614)."""
-    _ready(impl, device, dtype, RANDOM.dtypes)
+    cases.ready(impl, device, dtype, RANDOM.dtypes)
     record.case(workload="dropout", steps=STEPS, seed=SEED)
     g, e = RANDOM.build(device, dtype, SEED), RANDOM.build(device, dtype, SEED)
     values = g.step_inputs(0)
@@ -111,7 +101,7 @@ def test_random(impl, dtype, device, record):
 @pytest.mark.needs("memory")
 def test_memory_flat(impl, dtype, device, record):
     """Nothing is allocated per replay: memory allocated is the same after 100 replays."""
-    _ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
+    cases.ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
     spec = WORKLOADS["mlp"]
     g, e = spec.build(device, dtype, SEED), spec.build(device, dtype, SEED)
     graph, _ = cases.capture(impl.fn, g, e)
@@ -131,7 +121,7 @@ def test_memory_flat(impl, dtype, device, record):
 def test_shared_pool(impl, dtype, device, record):
     """Two graphs in one pool, captured and replayed in order: the second's replay leaves
     the first's live outputs as they were (both equal eager)."""
-    _ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
+    cases.ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
     first = [WORKLOADS["mlp"].build(device, dtype, SEED) for _ in range(2)]
     second = [cases.sine(device, dtype, SEED) for _ in range(2)]
     g1, out1 = cases.capture(impl.fn, *first)
@@ -152,7 +142,7 @@ def test_shared_pool(impl, dtype, device, record):
 def test_graphed_training(impl, dtype, device, record):
     """A training loop over a module made with ``graphed(module, sample_args)`` ends with the
     same parameters as the eager loop, step by step."""
-    _ready(impl, device, dtype, ("float32",))
+    cases.ready(impl, device, dtype, ("float32",))
     record.case(steps=STEPS, seed=SEED)
     (mg, og), (me, oe) = cases.trainer(device, dtype, SEED), cases.trainer(device, dtype, SEED)
     x0, _ = cases.batch(device, dtype, SEED, 0)
@@ -170,7 +160,7 @@ def test_graphed_training(impl, dtype, device, record):
 def test_illegal_capture(impl, dtype, device, record, isolated):
     """``.item()`` inside a capture raises a clear error (naming the capture), and the device
     stays usable: eager work and a new capture both give the right numbers (in a child)."""
-    _ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
+    cases.ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
     outcome = isolated(cases.illegal_capture, impl.spec, str(device), str(dtype), SEED,
                        timeout=120.0)
     if outcome.kind != "returned":

@@ -35,17 +35,11 @@ pytestmark = pytest.mark.area("graphs")
 SEED = 84614
 
 
-def _ready(impl: Any, device: torch.device) -> None:
-    why = getattr(impl.fn, "unavailable", lambda d: None)(device)
-    if why:
-        missing(f"implementation {impl.name}: {why}")
-
-
 @pytest.mark.needs("graphed_callables", "rng")
 def test_graphed_dropout_advances(impl, device, record):
     """pytorch#84614: graphed Linear + Dropout, three chained calls after manual_seed(0)
     equal eager's and draw three different masks."""
-    _ready(impl, device)
+    cases.ready(impl, device)
 
     def module() -> torch.nn.Module:
         torch.manual_seed(SEED)
@@ -74,7 +68,7 @@ def test_graphed_dropout_advances(impl, device, record):
 def test_clone_state_in_capture(impl, device, record):
     """pytorch#170535: cloning the default generator's state inside a capture works, and
     the replays still equal eager."""
-    _ready(impl, device)
+    cases.ready(impl, device)
 
     def generator() -> torch.Generator:
         if device.type == "cpu":
@@ -104,7 +98,7 @@ def test_clone_state_in_capture(impl, device, record):
 def test_two_graphs_interleaved_rng(impl, device, record):
     """pytorch#172390: two graphs captured in turn from the default generator, replayed
     g1 g2 g1 g2 after manual_seed, equal eager fn1 fn2 fn1 fn2 after the same seed."""
-    _ready(impl, device)
+    cases.ready(impl, device)
     dropout = [RANDOM.build(device, torch.float32, SEED) for _ in range(2)]
     rand = [Workload("randn", lambda u: (torch.randn_like(u) + u,),
                      [torch.zeros(128, device=device)]) for _ in range(2)]
@@ -149,7 +143,7 @@ def synchronize_after_replay(spec: str, device: str) -> dict[str, Any]:
 def test_synchronize_after_replay(impl, device, record, isolated):
     """pytorch#187277: a device-wide synchronize right after a replay returns (no crash)
     and the replay's result is eager's."""
-    _ready(impl, device)
+    cases.ready(impl, device)
     outcome = isolated(synchronize_after_replay, impl.spec, str(device), timeout=120.0)
     if outcome.kind != "returned":
         record.require(exact("replay then synchronize returns (no crash, no hang)", 1, 1,
@@ -194,7 +188,7 @@ def test_captured_all_reduce_then_eager(impl, device, record):
     from conformance.collectives.backends import missing as backend_missing
     from conformance.ranks import run_ranks
 
-    _ready(impl, device)
+    cases.ready(impl, device)
     backends = BACKENDS.get(device.type if device.type != "cuda" or not torch.version.hip
                             else "rocm", ())
     if not backends:

@@ -28,13 +28,11 @@ import torch
 
 from conformance.compare import Measurement, elementwise_bound, exact
 from conformance.record import Record
+from conformance.tensors import dtype_name
 from oracles import grid_sample as og
+from oracles.gemm import gamma
 
 TAPS = {"bilinear": 4, "bicubic": 16, "nearest": 1}
-
-
-def _gamma(n: int, u: float) -> float:
-    return n * u / (1 - n * u)
 
 
 def _gammas(n: np.ndarray, u: float) -> np.ndarray:
@@ -107,7 +105,7 @@ def bound(inp: np.ndarray, grid: np.ndarray, ref: np.ndarray, mode: str, padding
     n, c, h, w = inp.shape
     big_m = np.abs(inp).reshape(n, c, -1).max(axis=-1)[:, :, None, None]
     mag = og.interp_magnitude(inp, grid, mode, padding, align)
-    out = _gamma(TAPS[mode] + 3, u_c) * mag
+    out = gamma(TAPS[mode] + 3, u_c) * mag
     if mode == "bicubic":
         out = out + 48 * u_c * big_m
     px, py = _positions(grid, h, w, align)
@@ -123,7 +121,7 @@ def bound(inp: np.ndarray, grid: np.ndarray, ref: np.ndarray, mode: str, padding
 def check_forward(record: Record, inp: np.ndarray, grid: np.ndarray, got: np.ndarray,
                   mode: str, padding: str, align: bool, dtype: torch.dtype, label: str) -> None:
     ref = og.grid_sample(inp, grid, mode, padding, align)
-    name = str(dtype).removeprefix("torch.")
+    name = dtype_name(dtype)
     if mode == "nearest":
         check_nearest(record, inp, grid, got, ref, padding, align, dtype, label)
         return
@@ -256,7 +254,7 @@ def check_backward(record: Record, inp: np.ndarray, grid: np.ndarray, g: np.ndar
     per_out = np.einsum("nchw,nc->nhw", np.abs(g), big_m)
     dpdg = np.array([(w - 1) / 2 if align else w / 2, (h - 1) / 2 if align else h / 2])
     mag_grid = per_out[..., None] * LIPSCHITZ[mode] * dpdg
-    slack_grid = (_gamma(k * c + 3, u_c) + k * WEIGHT_ERROR[mode] * u_c) * mag_grid \
+    slack_grid = (gamma(k * c + 3, u_c) + k * WEIGHT_ERROR[mode] * u_c) * mag_grid \
         + u_out * np.abs(ref_grid[0]) + eta
     record.require(_interval(f"grad_grid within the summation bound ({mode})", got_grid,
                              ref_grid, slack_grid))

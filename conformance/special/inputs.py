@@ -7,14 +7,13 @@ import math
 import numpy as np
 import torch
 
-from conformance.tensors import exact_numpy
+from conformance.tensors import dtype_name, rounded
 
 
 def representable(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     """``values`` rounded to ``dtype`` (float64 again), unique, in a stable order."""
     with np.errstate(over="ignore"):
-        t = torch.from_numpy(np.asarray(values, dtype=np.float64)).to(dtype)
-    out = exact_numpy(t)
+        out = rounded(np.asarray(values, dtype=np.float64), dtype_name(dtype))
     _, first = np.unique(out.view(np.int64), return_index=True)
     return out[np.sort(first)]
 

@@ -25,3 +25,17 @@ def test_planted_erfcx_faults_are_flagged(suite):
     twins = [r for r in results.get("correct", []) if r["outcome"] != "unsupported"]
     assert len(twins) == 14 and all(r["outcome"] == "passed" for r in twins), \
         [(r["nodeid"], r["outcome"]) for r in twins]
+
+
+def test_planted_erfcx_backward_fault_is_flagged(suite):
+    """A backward that drops the 2 of 2x erfcx(x) is flagged by the backward bound (its
+    forward is torch's, and passes)."""
+    run = suite(str(SUITE / "special" / "test_erfcx.py"), "-n", "0", "-q", "-p", "no:randomly",
+                "--no-builtins", "-k", "float32 and (test_backward[ or random)",
+                "--impl=special.erfcx=planted.erfcx_faults:half_grad")
+    assert run.returncode == 1, run.output[-3000:]
+    rows = {r["nodeid"].split("::")[-1]: r for r in run.by_impl()["half_grad"]}
+    bad = rows["test_backward[half_grad-float32]"]
+    assert bad["outcome"] == "failed" and "forward-error bound" in bad["reason"], bad
+    assert rows["test_forward[half_grad-float32-random]"]["outcome"] == "passed"
+

@@ -59,3 +59,28 @@ def test_planted_toolchain_fakes(suite):
     assert rows["old_driver"]["outcome"] == "failed"
     assert "is older than the build's CUDA 13.0" in rows["old_driver"]["reason"]
     assert rows["arch_covered"]["outcome"] == "passed"
+
+
+def _matrix_with(tmp_path, requirement: dict) -> str:
+    import yaml
+
+    from conformance.matrix import DEFAULT_MATRIX
+
+    data = yaml.safe_load(DEFAULT_MATRIX.read_text())
+    data["devices"]["cpu"]["toolchain"] = requirement
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def test_matrix_requirements_fail_the_run(suite, tmp_path):
+    """A device matrix requiring a newer torch than the build fails test_requirements with
+    the one-line reason; one the build meets passes."""
+    args = (str(SUITE / "toolchain" / "test_toolchain.py"), "-n", "0", "-q",
+            "-p", "no:randomly", "-k", "test_requirements")
+    bad = suite(*args, f"--device-matrix={_matrix_with(tmp_path, {'torch': '>=99'})}")
+    assert bad.returncode == 1, bad.output[-3000:]
+    (row,) = [r for r in bad.report["results"] if "test_requirements" in r["nodeid"]]
+    assert row["outcome"] == "failed" and "torch >=99 required; this build has" in row["reason"]
+    good = suite(*args, f"--device-matrix={_matrix_with(tmp_path, {'torch': '>=2.11'})}")
+    assert good.returncode == 0, good.output[-3000:]

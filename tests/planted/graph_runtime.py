@@ -4,6 +4,7 @@ graphs area must flag through ``--impl graphs=planted.graph_runtime:NAME``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -13,7 +14,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 FEATURES = ("static_outputs", "pools", "rng", "training", "graphed_callables",
-            "illegal_capture")
+            "illegal_capture", "memory")
 
 
 def _in_optimizer() -> bool:
@@ -42,6 +43,8 @@ class Graph:
     def __init__(self, runtime: Reference, fn: Any, inputs: tuple[torch.Tensor, ...],
                  outputs: tuple[torch.Tensor, ...], pool: Any) -> None:
         self.runtime, self.fn, self.inputs, self.outputs = runtime, fn, inputs, outputs
+        self.held: list[torch.Tensor] = []  # what the runtime keeps besides the outputs
+        runtime.graphs.append(self)
         self._pool = pool if pool is not None else []
         self._pool.append(self)
 
@@ -80,18 +83,29 @@ class Reference:
     conformance_features = FEATURES
     same_kernels = True
     graph_class = Graph
+    host_sync_check = True
+    graphed_class: type = _Graphed
+
+    def __init__(self) -> None:
+        self.graphs: list[Graph] = []
+
+    def memory_allocated(self, device: torch.device) -> int:
+        """Bytes of the tensors the runtime's graphs hold (their outputs and anything they
+        keep): the CPU stand-in for a device allocator's count."""
+        tensors = {id(t): t for g in self.graphs for t in (*g.outputs, *g.held)}
+        return sum(t.untyped_storage().nbytes() for t in tensors.values())
 
     def __call__(self, fn: Any, *inputs: torch.Tensor, pool: Any = None) -> Any:
         return self.capture(fn, *inputs, pool=pool)
 
     def capture(self, fn: Any, *inputs: torch.Tensor, pool: Any = None) -> Any:
-        with _NoHostSync():
+        with _NoHostSync() if self.host_sync_check else contextlib.nullcontext():
             out = fn(*inputs)
         out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         return self.graph_class(self, fn, inputs, out, pool)
 
     def graphed(self, module: torch.nn.Module, sample_args: tuple[torch.Tensor, ...]) -> Any:
-        return _Graphed(module, sample_args)
+        return self.graphed_class(module, sample_args)
 
 
 class _Stale(Graph):
@@ -140,11 +154,29 @@ class _LowPrecision(Graph):
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-def _faulty(name: str, graph: type[Graph], same_kernels: bool = True) -> Reference:
+class _Leaky(Graph):
+    """Keeps a copy of every replay's outputs (an allocation per replay)."""
+
+    def replay(self) -> None:
+        super().replay()
+        self.held.extend(t.clone() for t in self.outputs)
+
+
+class _StaleGraphed(_Graphed):
+    """A graphed module that never copies new inputs into its static buffers."""
+
+    def forward(self, *args: torch.Tensor) -> Any:
+        return self.module(*self.static)
+
+
+def _faulty(name: str, graph: type[Graph] = Graph, same_kernels: bool = True,
+            **attrs: Any) -> Reference:
     runtime = Reference()
     runtime.conformance_name = name
     runtime.graph_class = graph
     runtime.same_kernels = same_kernels
+    for key, value in attrs.items():
+        setattr(runtime, key, value)
     return runtime
 
 
@@ -156,3 +188,6 @@ pool_clobbers = _faulty("pool_clobbers", _Clobber)
 skips_optimizer_step = _faulty("skips_optimizer_step", _NoOptimizerStep)
 # declares other kernels (as torch.compile does), so it is held to the oracle rule
 low_precision = _faulty("low_precision", _LowPrecision, same_kernels=False)
+leaks_per_replay = _faulty("leaks_per_replay", _Leaky)
+no_host_sync_check = _faulty("no_host_sync_check", host_sync_check=False)
+stale_graphed = _faulty("stale_graphed", graphed_class=_StaleGraphed)

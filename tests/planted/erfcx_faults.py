@@ -22,13 +22,13 @@ class _HalfGrad(torch.autograd.Function):
     """torch's forward; a backward that drops the factor 2 of 2x erfcx(x)."""
 
     @staticmethod
-    def forward(ctx, x):  # noqa: ANN001, ANN205
+    def forward(ctx, x):
         y = torch.special.erfcx(x)
         ctx.save_for_backward(x, y)
         return y
 
     @staticmethod
-    def backward(ctx, g):  # noqa: ANN001, ANN205
+    def backward(ctx, g):
         x, y = ctx.saved_tensors
         return g * (x * y - 2 / math.sqrt(math.pi))
 

@@ -301,6 +301,13 @@ def record(request: pytest.FixtureRequest, conformance_state: RunState) -> Recor
 
 
 @pytest.fixture
+def run_seed(conformance_state: RunState) -> int:
+    """The run's --seed (0 under the ci profile, random under dev): areas with fixed base
+    seeds add it, so a dev run draws fresh data and the report's reproduce line repeats it."""
+    return int(conformance_state.seed)
+
+
+@pytest.fixture
 def rng(request: pytest.FixtureRequest, conformance_state: RunState) -> np.random.Generator:
     """A numpy Generator seeded from --seed and the test id (stable across xdist layouts)."""
     salt = zlib.crc32(request.node.nodeid.encode())

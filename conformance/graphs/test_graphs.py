@@ -18,7 +18,13 @@ from conformance.tensors import exact_numpy
 
 pytestmark = pytest.mark.area("graphs")
 STEPS = 4
-SEED = 20261202
+BASE_SEED = 20261202
+
+
+@pytest.fixture
+def seed(run_seed: int) -> int:
+    """BASE_SEED + the run's --seed."""
+    return BASE_SEED + run_seed
 
 
 def _params() -> list:
@@ -27,7 +33,7 @@ def _params() -> list:
 
 
 @pytest.mark.parametrize("workload", _params())
-def test_replay_equals_eager(impl, workload, dtype, device, record):
+def test_replay_equals_eager(impl, workload, dtype, device, record, seed):
     """Replay k with step k's inputs equals eager step k (bit for bit, or under the oracle
     rule for a runtime that runs other kernels); eager step k passes the oracle."""
     spec = WORKLOADS[workload]
@@ -35,8 +41,8 @@ def test_replay_equals_eager(impl, workload, dtype, device, record):
     runtime = impl.fn
     same = getattr(runtime, "same_kernels", True)
     static = impl.caps.claims("static_outputs")
-    record.case(workload=workload, steps=STEPS, seed=SEED, same_kernels=same)
-    g, e = spec.build(device, dtype, SEED), spec.build(device, dtype, SEED)
+    record.case(workload=workload, steps=STEPS, seed=seed, same_kernels=same)
+    g, e = spec.build(device, dtype, seed), spec.build(device, dtype, seed)
     graph, captured = cases.capture_checked(record, runtime, g, e)
     eager_rule, replay_rule = OracleJudge(dtype, "eager"), OracleJudge(dtype, "replay")
     for k in range(1, STEPS + 1):
@@ -63,13 +69,13 @@ def test_replay_equals_eager(impl, workload, dtype, device, record):
 
 
 @pytest.mark.needs("rng")
-def test_random(impl, dtype, device, record):
+def test_random(impl, dtype, device, record, seed):
     """Graph-safe RNG: after manual_seed(s), replays 1..N equal eager calls 1..N after
     manual_seed(s), successive replays draw new numbers, and a new manual_seed applies to
     the next replay (pytorch#84614)."""
     cases.ready(impl, device, dtype, RANDOM.dtypes)
-    record.case(workload="dropout", steps=STEPS, seed=SEED)
-    g, e = RANDOM.build(device, dtype, SEED), RANDOM.build(device, dtype, SEED)
+    record.case(workload="dropout", steps=STEPS, seed=seed)
+    g, e = RANDOM.build(device, dtype, seed), RANDOM.build(device, dtype, seed)
     values = g.step_inputs(0)
     graph, captured = cases.capture_checked(record, impl.fn, g, e)
     g.load_inputs(values)
@@ -87,23 +93,23 @@ def test_random(impl, dtype, device, record):
         torch.manual_seed(seed)
         return [[t.clone() for t in e.fn(*e.inputs)] for _ in range(n)]
 
-    got, want = replays(SEED, STEPS), eagers(SEED, STEPS)
+    got, want = replays(seed, STEPS), eagers(seed, STEPS)
     cases.sync(impl.fn, device)
     for k, (a, b) in enumerate(zip(got, want, strict=True), 1):
         dropout_sanity(record, e.inputs[0], b[0], b[1])
         record.require(bits(f"replay {k} == eager call {k} after the same manual_seed", a, b))
     repeats = sum(bool(torch.equal(got[k][0], got[k - 1][0])) for k in range(1, STEPS))
     record.require(exact("successive replays draw new numbers", repeats, STEPS - 1))
-    got2, want2 = replays(SEED + 1, 1), eagers(SEED + 1, 1)
+    got2, want2 = replays(seed + 1, 1), eagers(seed + 1, 1)
     record.require(bits("a new manual_seed applies to the next replay", got2[0], want2[0]))
 
 
 @pytest.mark.needs("memory")
-def test_memory_flat(impl, dtype, device, record):
+def test_memory_flat(impl, dtype, device, record, seed):
     """Nothing is allocated per replay: memory allocated is the same after 100 replays."""
     cases.ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
     spec = WORKLOADS["mlp"]
-    g, e = spec.build(device, dtype, SEED), spec.build(device, dtype, SEED)
+    g, e = spec.build(device, dtype, seed), spec.build(device, dtype, seed)
     graph, _ = cases.capture(impl.fn, g, e)
     graph.replay()
     cases.sync(impl.fn, device)
@@ -118,12 +124,12 @@ def test_memory_flat(impl, dtype, device, record):
 
 
 @pytest.mark.needs("pools")
-def test_shared_pool(impl, dtype, device, record):
+def test_shared_pool(impl, dtype, device, record, seed):
     """Two graphs in one pool, captured and replayed in order: the second's replay leaves
     the first's live outputs as they were (both equal eager)."""
     cases.ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
-    first = [WORKLOADS["mlp"].build(device, dtype, SEED) for _ in range(2)]
-    second = [cases.sine(device, dtype, SEED) for _ in range(2)]
+    first = [WORKLOADS["mlp"].build(device, dtype, seed) for _ in range(2)]
+    second = [cases.sine(device, dtype, seed) for _ in range(2)]
     g1, out1 = cases.capture(impl.fn, *first)
     g2, out2 = cases.capture(impl.fn, *second, pool=g1.pool())
     for k in range(1, STEPS + 1):
@@ -139,16 +145,16 @@ def test_shared_pool(impl, dtype, device, record):
 
 
 @pytest.mark.needs("graphed_callables")
-def test_graphed_training(impl, dtype, device, record):
+def test_graphed_training(impl, dtype, device, record, seed):
     """A training loop over a module made with ``graphed(module, sample_args)`` ends with the
     same parameters as the eager loop, step by step."""
     cases.ready(impl, device, dtype, ("float32",))
-    record.case(steps=STEPS, seed=SEED)
-    (mg, og), (me, oe) = cases.trainer(device, dtype, SEED), cases.trainer(device, dtype, SEED)
-    x0, _ = cases.batch(device, dtype, SEED, 0)
+    record.case(steps=STEPS, seed=seed)
+    (mg, og), (me, oe) = cases.trainer(device, dtype, seed), cases.trainer(device, dtype, seed)
+    x0, _ = cases.batch(device, dtype, seed, 0)
     graphed = impl.fn.graphed(mg, (x0,))
     for k in range(1, STEPS + 1):
-        x, y = cases.batch(device, dtype, SEED, k)
+        x, y = cases.batch(device, dtype, seed, k)
         losses = [cases.train(model, opt, x, y) for model, opt in ((graphed, og), (me, oe))]
         cases.sync(impl.fn, device)
         record.require(bits(f"step {k}: loss", [losses[0]], [losses[1]]))
@@ -157,11 +163,11 @@ def test_graphed_training(impl, dtype, device, record):
 
 
 @pytest.mark.needs("illegal_capture")
-def test_illegal_capture(impl, dtype, device, record, isolated):
+def test_illegal_capture(impl, dtype, device, record, isolated, seed):
     """``.item()`` inside a capture raises a clear error (naming the capture), and the device
     stays usable: eager work and a new capture both give the right numbers (in a child)."""
     cases.ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
-    outcome = isolated(cases.illegal_capture, impl.spec, str(device), str(dtype), SEED,
+    outcome = isolated(cases.illegal_capture, impl.spec, str(device), str(dtype), seed,
                        timeout=120.0)
     if outcome.kind != "returned":
         record.require(exact("the case returns (no crash, no hang)", 1, 1,

@@ -32,17 +32,23 @@ from conformance.outcomes import missing, unsupported
 from conformance.registry import load_object
 
 pytestmark = pytest.mark.area("graphs")
-SEED = 84614
+BASE_SEED = 84614
+
+
+@pytest.fixture
+def seed(run_seed: int) -> int:
+    """BASE_SEED + the run's --seed."""
+    return BASE_SEED + run_seed
 
 
 @pytest.mark.needs("graphed_callables", "rng")
-def test_graphed_dropout_advances(impl, device, record):
+def test_graphed_dropout_advances(impl, device, record, seed):
     """pytorch#84614: graphed Linear + Dropout, three chained calls after manual_seed(0)
     equal eager's and draw three different masks."""
     cases.ready(impl, device)
 
     def module() -> torch.nn.Module:
-        torch.manual_seed(SEED)
+        torch.manual_seed(seed)
         return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.5)).to(device)
 
     graphed_src, eager = module(), module()
@@ -65,7 +71,7 @@ def test_graphed_dropout_advances(impl, device, record):
 
 
 @pytest.mark.needs("rng")
-def test_clone_state_in_capture(impl, device, record):
+def test_clone_state_in_capture(impl, device, record, seed):
     """pytorch#170535: cloning the default generator's state inside a capture works, and
     the replays still equal eager."""
     cases.ready(impl, device)
@@ -85,21 +91,21 @@ def test_clone_state_in_capture(impl, device, record):
     graph, captured = cases.capture_checked(record, impl.fn, g, e, "with clone_state() inside")
     for w in (g, e):
         w.load_inputs(g.step_inputs(1))
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     graph.replay()
     got = [t.clone() for t in captured]
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     want = e.fn(*e.inputs)
     cases.sync(impl.fn, device)
     record.require(bits("replay == eager after manual_seed", got, want))
 
 
 @pytest.mark.needs("rng")
-def test_two_graphs_interleaved_rng(impl, device, record):
+def test_two_graphs_interleaved_rng(impl, device, record, seed):
     """pytorch#172390: two graphs captured in turn from the default generator, replayed
     g1 g2 g1 g2 after manual_seed, equal eager fn1 fn2 fn1 fn2 after the same seed."""
     cases.ready(impl, device)
-    dropout = [RANDOM.build(device, torch.float32, SEED) for _ in range(2)]
+    dropout = [RANDOM.build(device, torch.float32, seed) for _ in range(2)]
     rand = [Workload("randn", lambda u: (torch.randn_like(u) + u,),
                      [torch.zeros(128, device=device)]) for _ in range(2)]
     for w in (*dropout, *rand):
@@ -108,14 +114,14 @@ def test_two_graphs_interleaved_rng(impl, device, record):
     g2, out2 = cases.capture(impl.fn, *rand)
     for w in (*dropout, *rand):
         w.load_inputs(w.step_inputs(0))
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     got = []
     for _ in range(2):
         g1.replay()
         got.extend(t.clone() for t in out1)
         g2.replay()
         got.extend(t.clone() for t in out2)
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     want = []
     for _ in range(2):
         want.extend(t.clone() for t in dropout[1].fn(*dropout[1].inputs))
@@ -124,11 +130,11 @@ def test_two_graphs_interleaved_rng(impl, device, record):
     record.require(bits("interleaved replays == interleaved eager calls", got, want))
 
 
-def synchronize_after_replay(spec: str, device: str) -> dict[str, Any]:
+def synchronize_after_replay(spec: str, device: str, seed: int) -> dict[str, Any]:
     """Child side of #187277: capture the MLP, replay, device-wide synchronize, compare."""
     runtime = load_object(spec, "--impl graphs")
     dev = torch.device(device)
-    g, e = (WORKLOADS["mlp"].build(dev, torch.float32, SEED) for _ in range(2))
+    g, e = (WORKLOADS["mlp"].build(dev, torch.float32, seed) for _ in range(2))
     graph, captured = cases.capture(runtime, g, e)
     values = g.step_inputs(1)
     g.load_inputs(values)
@@ -140,11 +146,11 @@ def synchronize_after_replay(spec: str, device: str) -> dict[str, Any]:
     return {"wrong": int(not torch.equal(captured[0], e.fn(*e.inputs)[0]))}
 
 
-def test_synchronize_after_replay(impl, device, record, isolated):
+def test_synchronize_after_replay(impl, device, record, isolated, seed):
     """pytorch#187277: a device-wide synchronize right after a replay returns (no crash)
     and the replay's result is eager's."""
     cases.ready(impl, device)
-    outcome = isolated(synchronize_after_replay, impl.spec, str(device), timeout=120.0)
+    outcome = isolated(synchronize_after_replay, impl.spec, str(device), seed, timeout=120.0)
     if outcome.kind != "returned":
         record.require(exact("replay then synchronize returns (no crash, no hang)", 1, 1,
                              isolated.explain().replace("\n", " | ")))

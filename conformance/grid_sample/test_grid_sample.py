@@ -16,15 +16,21 @@ from conformance.grid_sample.checks import check_backward, check_forward
 from conformance.tensors import exact_numpy, from_numpy
 
 pytestmark = pytest.mark.area("grid_sample")
-SEED = 2011
+BASE_SEED = 2011
 COMBOS = [pytest.param(m, p, a, marks=[pytest.mark.needs(f"mode.{m}")],
                        id=f"{m}-{p}-{'ac' if a else 'noac'}")
           for m, p, a in itertools.product(("bilinear", "nearest", "bicubic"),
                                            ("zeros", "border", "reflection"), (False, True))]
 
+@pytest.fixture
+def seed(run_seed: int) -> int:
+    """BASE_SEED + the run's --seed."""
+    return BASE_SEED + run_seed
 
-def _data(dtype: torch.dtype, seed: int, shape=(2, 3, 7, 9), out=(5, 6), reach=1.3):
-    rng = np.random.default_rng([SEED, seed])
+
+
+def _data(dtype: torch.dtype, seed: int, k: int, shape=(2, 3, 7, 9), out=(5, 6), reach=1.3):
+    rng = np.random.default_rng([seed, k])
     n = shape[0]
     inp = rng.uniform(-1, 1, shape)
     grid = rng.uniform(-reach, reach, (n, *out, 2))
@@ -45,28 +51,28 @@ def _run(impl, inp, grid, mode, padding, align, dtype, device, record, channels_
 
 
 @pytest.mark.parametrize("mode,padding,align", COMBOS)
-def test_random(impl, dtype, device, record, mode, padding, align):
+def test_random(impl, dtype, device, record, mode, padding, align, seed):
     """Random images and grids uniform in [-1.3, 1.3] (a margin outside the image)."""
-    inp, grid = _data(dtype, 1)
-    record.case(mode=mode, padding=padding, align_corners=align, seed=SEED)
+    inp, grid = _data(dtype, seed, 1)
+    record.case(mode=mode, padding=padding, align_corners=align, seed=seed)
     got = _run(impl, inp, grid, mode, padding, align, dtype, device, record)
     check_forward(record, inp, grid, got, mode, padding, align, dtype, "random grid")
 
 
 @pytest.mark.parametrize("mode,padding,align", COMBOS)
-def test_far_grid(impl, dtype, device, record, mode, padding, align):
+def test_far_grid(impl, dtype, device, record, mode, padding, align, seed):
     """Grids reaching 3.5 image sizes outside: reflection reflects again and again."""
-    inp, grid = _data(dtype, 6, reach=3.5)
-    record.case(mode=mode, padding=padding, align_corners=align, seed=SEED, reach=3.5)
+    inp, grid = _data(dtype, seed, 6, reach=3.5)
+    record.case(mode=mode, padding=padding, align_corners=align, seed=seed, reach=3.5)
     got = _run(impl, inp, grid, mode, padding, align, dtype, device, record)
     check_forward(record, inp, grid, got, mode, padding, align, dtype, "far grid")
 
 
 @pytest.mark.parametrize("mode,padding,align", COMBOS)
-def test_pixel_positions(impl, dtype, device, record, mode, padding, align):
+def test_pixel_positions(impl, dtype, device, record, mode, padding, align, seed):
     """Grids at exact pixel centres and exact half-pixel positions (ties for nearest: half
     to even) over the image and one pixel beyond."""
-    inp, _ = _data(dtype, 2)
+    inp, _ = _data(dtype, seed, 2)
     n, _, h, w = inp.shape
     den_x, den_y = (w - 1, h - 1) if align else (w, h)
     off = 0.0 if align else 0.5
@@ -82,9 +88,9 @@ def test_pixel_positions(impl, dtype, device, record, mode, padding, align):
 
 @pytest.mark.needs("channels_last")
 @pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
-def test_channels_last(impl, dtype, device, record, mode):
+def test_channels_last(impl, dtype, device, record, mode, seed):
     """An NHWC-strided input (pytorch#174339: the MPSGraph NHWC path was wrong)."""
-    inp, grid = _data(dtype, 3)
+    inp, grid = _data(dtype, seed, 3)
     record.case(mode=mode)
     got = _run(impl, inp, grid, mode, "zeros", False, dtype, device, record, channels_last=True)
     check_forward(record, inp, grid, got, mode, "zeros", False, dtype, "channels last")
@@ -92,16 +98,16 @@ def test_channels_last(impl, dtype, device, record, mode):
 
 @pytest.mark.needs("nonfinite_grid")
 @pytest.mark.parametrize("mode,padding,align", COMBOS)
-def test_nonfinite_grid(impl, dtype, device, record, mode, padding, align):
+def test_nonfinite_grid(impl, dtype, device, record, mode, padding, align, seed):
     """NaN, +inf, -inf and huge grid entries: torch's documented-by-code behaviour (the
     oracle's docstring): NaN where the oracle has NaN, the bound elsewhere."""
     if dtype in (torch.float16, torch.bfloat16):
         from conformance.outcomes import unsupported
 
         unsupported("the non-finite cases run in float32 and float64")
-    inp, grid = _data(dtype, 4)
+    inp, grid = _data(dtype, seed, 4)
     flat = grid.reshape(-1)
-    rng = np.random.default_rng([SEED, 5])
+    rng = np.random.default_rng([seed, 5])
     picks = rng.choice(flat.size, 24, replace=False)
     flat[picks] = np.tile([np.nan, np.inf, -np.inf, 1e30], 6)
     record.case(mode=mode, padding=padding, align_corners=align)
@@ -111,13 +117,13 @@ def test_nonfinite_grid(impl, dtype, device, record, mode, padding, align):
 
 @pytest.mark.needs("backward")
 @pytest.mark.parametrize("mode,padding,align", COMBOS)
-def test_backward(impl, dtype, device, record, mode, padding, align):
+def test_backward(impl, dtype, device, record, mode, padding, align, seed):
     """Input and grid gradients through autograd, random cotangents in [-1, 1]."""
-    inp, grid = _data(dtype, 7)
-    rng = np.random.default_rng([SEED, 8])
+    inp, grid = _data(dtype, seed, 7)
+    rng = np.random.default_rng([seed, 8])
     g = exact_numpy(from_numpy(rng.uniform(-1, 1, (*inp.shape[:2], *grid.shape[1:3])),
                                dtype, "cpu"))
-    record.case(mode=mode, padding=padding, align_corners=align, seed=SEED)
+    record.case(mode=mode, padding=padding, align_corners=align, seed=seed)
     x = from_numpy(inp, dtype, device).requires_grad_(True)
     gr = from_numpy(grid, dtype, device).requires_grad_(True)
     out = impl(x, gr, mode=mode, padding_mode=padding, align_corners=align)

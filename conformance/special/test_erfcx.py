@@ -15,8 +15,14 @@ from conformance.special.inputs import erfcx_inputs
 from conformance.tensors import exact_numpy, from_numpy
 
 pytestmark = pytest.mark.area("special.erfcx")
-SEED = 1729
+BASE_SEED = 1729
 REGIONS = ("specials", "subnormals", "tiny", "branches", "overflow", "large", "random")
+
+@pytest.fixture
+def seed(run_seed: int) -> int:
+    """BASE_SEED + the run's --seed."""
+    return BASE_SEED + run_seed
+
 
 
 def _run(impl, x: np.ndarray, dtype: torch.dtype, device: torch.device, record
@@ -34,39 +40,40 @@ def _run(impl, x: np.ndarray, dtype: torch.dtype, device: torch.device, record
 
 
 @pytest.mark.parametrize("region", REGIONS)
-def test_forward(impl, dtype, device, record, region):
+def test_forward(impl, dtype, device, record, region, seed):
     """erfcx(x) for every x of the region (rounded to the dtype)."""
-    x = erfcx_inputs(dtype, SEED)[region]
-    record.case(region=region, n=int(x.size), seed=SEED)
+    x = erfcx_inputs(dtype, seed)[region]
+    record.case(region=region, n=int(x.size), seed=seed)
     check_forward(record, x, _run(impl, x, dtype, device, record), dtype, region)
 
 
-def _backward(impl, x: np.ndarray, dtype: torch.dtype, device: torch.device, record) -> None:
-    rng = np.random.default_rng([SEED, 2])
+def _backward(impl, x: np.ndarray, dtype: torch.dtype, device: torch.device, record,
+              seed: int) -> None:
+    rng = np.random.default_rng([seed, 2])
     g = round_to(rng.uniform(0.5, 2.0, x.shape), dtype)
-    record.case(n=int(x.size), seed=SEED)
+    record.case(n=int(x.size), seed=seed)
     t = from_numpy(x, dtype, device).requires_grad_(True)
     impl(t).backward(from_numpy(g, dtype, device))
     record.require(exact("the input has a gradient", 0 if t.grad is not None else 1, 1))
     check_backward(record, x, g, exact_numpy(t.grad), dtype)
 
 
-def _split(dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
-    regions = erfcx_inputs(dtype, SEED)
+def _split(dtype: torch.dtype, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    regions = erfcx_inputs(dtype, seed)
     x = np.concatenate([regions[r] for r in REGIONS if r != "specials"])
     huge = np.abs(x) >= float(torch.finfo(dtype).max) / 2
     return x[~huge], x[huge & (x > 0)]
 
 
 @pytest.mark.needs("backward")
-def test_backward(impl, dtype, device, record):
+def test_backward(impl, dtype, device, record, seed):
     """d/dx erfcx through autograd, with random cotangents in [0.5, 2], for every input but
     |x| >= max/2 (test_backward_huge)."""
-    _backward(impl, _split(dtype)[0], dtype, device, record)
+    _backward(impl, _split(dtype, seed)[0], dtype, device, record, seed)
 
 
 @pytest.mark.needs("backward")
-def test_backward_huge(impl, dtype, device, record):
+def test_backward_huge(impl, dtype, device, record, seed):
     """The gradient for max/2 <= x <= max, where it is ~ -1/(sqrt(pi) x^2): a formula that
     forms 2 x first overflows there."""
-    _backward(impl, _split(dtype)[1], dtype, device, record)
+    _backward(impl, _split(dtype, seed)[1], dtype, device, record, seed)

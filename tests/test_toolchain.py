@@ -75,12 +75,13 @@ def _matrix_with(tmp_path, requirement: dict) -> str:
 
 def test_matrix_requirements_fail_the_run(suite, tmp_path):
     """A device matrix requiring a newer torch than the build fails test_requirements with
-    the one-line reason; one the build meets passes."""
+    the one-line reason, while the build's other checks pass (a met requirement:
+    test_requirement_failures)."""
     args = (str(SUITE / "toolchain" / "test_toolchain.py"), "-n", "0", "-q",
-            "-p", "no:randomly", "-k", "test_requirements")
+            "-p", "no:randomly", "-k", "test_requirements or test_facts")
     bad = suite(*args, f"--device-matrix={_matrix_with(tmp_path, {'torch': '>=99'})}")
     assert bad.returncode == 1, bad.output[-3000:]
     (row,) = [r for r in bad.report["results"] if "test_requirements" in r["nodeid"]]
     assert row["outcome"] == "failed" and "torch >=99 required; this build has" in row["reason"]
-    good = suite(*args, f"--device-matrix={_matrix_with(tmp_path, {'torch': '>=2.11'})}")
-    assert good.returncode == 0, good.output[-3000:]
+    others = [r for r in bad.report["results"] if "test_requirements" not in r["nodeid"]]
+    assert all(r["outcome"] != "failed" for r in others), others

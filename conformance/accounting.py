@@ -55,7 +55,8 @@ class Accounting:
         return lines
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.vacuous() and session.exitstatus == 0:
+        # a shard may hold none of an implementation's tests: merge judges the whole run
+        if self.vacuous() and session.exitstatus == 0 and self.state.shard is None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.state.report_dir is None:
             return
@@ -80,7 +81,10 @@ class Accounting:
             tr.write_line(f"  {area:<8} no implementation registered"
                           + (" (--no-builtins)" if not self.state.include_builtins else ""))
         for line in vacuous:
-            tr.write_line(f"ERROR: {line}", red=True)
+            if self.state.shard is None:
+                tr.write_line(f"ERROR: {line}", red=True)
+            else:
+                tr.write_line(f"note (this shard only; merge judges the run): {line}")
         if not self.collector.entries:
             return
         counts = self.collector.counts()

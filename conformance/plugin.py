@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from conformance import sharding
 from conformance.accounting import Accounting, MatrixWarning
 from conformance.deps import PROBED_TAGS
 from conformance.errors import ConfigError
@@ -69,6 +70,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     default=False,
                     help="accept an --impl / entry-point implementation that ran no check "
                          "(otherwise the run fails: it tested nothing)")
+    sharding.addoption(group)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -82,6 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state = RunState.from_options(config.option, worker_seed)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+    state.shard = sharding.configure(config)
     config.stash[STATE] = state
     config.stash[COLLECTOR] = Collector()
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)

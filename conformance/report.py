@@ -339,4 +339,8 @@ def write_report(directory: Path, report: dict[str, Any]) -> list[Path]:
     json_path.write_text(text + "\n", encoding="utf-8")
     md_path = directory / "summary.md"
     md_path.write_text(render_markdown(report), encoding="utf-8")
-    return [json_path, md_path]
+    from conformance.html_report import render_html
+
+    html_path = directory / "report.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    return [json_path, md_path, html_path]

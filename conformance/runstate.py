@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 import shlex
 import sys
@@ -29,6 +30,7 @@ class RunState:
     include_builtins: bool
     report_dir: Path | None
     command: str
+    shard: dict[str, Any] | None = None
 
     @classmethod
     def from_options(cls, opt: Any, seed_from_controller: int | None = None) -> RunState:
@@ -98,6 +100,8 @@ class RunState:
             "profile": self.profile,
             "seed": self.seed,
             "matrix": str(self.matrix.path),
+            "matrix_sha256": hashlib.sha256(self.matrix.path.read_bytes()).hexdigest(),
+            "shard": self.shard,
             "impl_options": self.impl_options,
             "implementations": [
                 {"area": i.area, "name": i.name, "spec": i.spec, "origin": i.origin,

@@ -73,3 +73,40 @@ def suite(tmp_path: Path):
         return run_suite(list(args), tmp_path, report=report)
 
     return run
+
+
+PLANTED_SELECTION = [str(SUITE / "special" / "test_erfcx.py"), "-n", "0", "-q",
+                     "-k", "(float32 or float16) and not (backward_huge and vendor)"]
+
+
+def _load(report_dir: Path) -> SuiteRun:
+    meta = json.loads((report_dir.parent / "run.json").read_text())
+    path = report_dir / "report.json"
+    data = json.loads(path.read_text()) if path.exists() else None
+    return SuiteRun(meta["returncode"], meta["stdout"], meta["stderr"], data, report_dir)
+
+
+@pytest.fixture(scope="session")
+def erfcx_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SuiteRun]:
+    """Two small reports of the same selection, made once per test session and shared by
+    the xdist workers (a file lock): torch's erfcx and a vendor's, whose ``clean`` build is
+    right and whose ``planted`` build regressed to the naive formula (same test ids); for
+    the report, diff and merge tests."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # shared by the workers of this session
+    runs = {}
+    for name, build in (("clean", "build_1"), ("planted", "build_2")):
+        extra = [f"--impl=special.erfcx=planted.vendor_builds:{build}"]
+        where = base / f"erfcx-{name}"
+        with FileLock(str(base / f"erfcx-{name}.lock")):
+            if not (where / "run.json").exists():
+                where.mkdir(exist_ok=True)
+                run = run_suite([*PLANTED_SELECTION, *extra], where)
+                (where / "run.json").write_text(json.dumps(
+                    {"returncode": run.returncode, "stdout": run.stdout, "stderr": run.stderr}))
+            runs[name] = _load(where / "report")
+        assert runs[name].report is not None, runs[name].output[-2000:]
+    return runs

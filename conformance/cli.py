@@ -1,0 +1,102 @@
+"""``torch-conformance``: the commands around a qualification run.
+
+    torch-conformance diff OLD NEW [--factor 2] [--format text|markdown|html] [-o FILE]
+    torch-conformance merge DIR... -o OUT
+
+Exit status: 0 fine, 1 regressions (diff), 4 a usage error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit 4."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's usage errors: one line, exit 4
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _diff(opts: argparse.Namespace) -> int:
+    from conformance.run_diff import (
+        ReportError,
+        diff_reports,
+        load_report,
+        render_html,
+        render_text,
+    )
+
+    if opts.factor <= 1:
+        raise UsageError(f"--factor must be > 1, not {opts.factor:g}")
+    try:
+        old, new = load_report(opts.old), load_report(opts.new)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    d = diff_reports(old, new, factor=opts.factor, old_name=opts.old, new_name=opts.new)
+    if opts.format == "html":
+        text = render_html(d)
+    else:
+        text = render_text(d, markdown=opts.format == "markdown")
+    if opts.json:
+        import json
+
+        Path(opts.json).write_text(json.dumps(d.to_json(), indent=1, default=str) + "\n")
+    if opts.output:
+        Path(opts.output).write_text(text, encoding="utf-8")
+        print(f"{'REGRESSED' if d.regressions else 'no regressions'}: "
+              f"{len(d.regressions)} regressions, {len(d.fixed)} fixed; wrote {opts.output}")
+    else:
+        sys.stdout.write(text)
+    return 1 if d.failing(opts.fail_on_coverage_loss, opts.fail_on_margin) else 0
+
+
+def _merge(opts: argparse.Namespace) -> int:
+    from conformance.merge import MergeError, merge_dirs
+
+    try:
+        written = merge_dirs([Path(p) for p in opts.reports], Path(opts.output))
+    except MergeError as exc:
+        raise UsageError(str(exc)) from None
+    print("merged: " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="torch-conformance", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    d = sub.add_parser("diff", help="what changed between two reports; exit 1 on regressions")
+    d.add_argument("old", help="a report directory or report.json (the baseline)")
+    d.add_argument("new", help="a report directory or report.json (the run to judge)")
+    d.add_argument("--factor", type=float, default=2.0,
+                   help="report margins that moved by more than this factor (default 2)")
+    d.add_argument("--format", choices=("text", "markdown", "html"), default="text")
+    d.add_argument("-o", "--output", help="write the diff here instead of stdout")
+    d.add_argument("--json", help="also write the diff as JSON here")
+    d.add_argument("--fail-on-coverage-loss", action="store_true",
+                   help="exit 1 also when a test that passed is skipped, unsupported or gone")
+    d.add_argument("--fail-on-margin", action="store_true",
+                   help="exit 1 also when a margin grew by more than --factor")
+    d.set_defaults(run=_diff)
+    m = sub.add_parser("merge", help="merge shard / per-host reports into one")
+    m.add_argument("reports", nargs="+", help="report directories or report.json files")
+    m.add_argument("-o", "--output", required=True, help="the merged report's directory")
+    m.set_defaults(run=_merge)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        opts = parser().parse_args(argv)
+        return int(opts.run(opts))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -70,6 +70,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     default=False,
                     help="accept an --impl / entry-point implementation that ran no check "
                          "(otherwise the run fails: it tested nothing)")
+    group.addoption("--emulated", dest="conformance_emulated", action="store_true",
+                    default=False,
+                    help="also run the built-in emulations of our own GPU kernels on this "
+                         "device (our Triton kernels in Triton's interpreter, the FA4 numerics "
+                         "model): project tests rather than a qualification of the device")
     sharding.addoption(group)
 
 
@@ -187,6 +192,10 @@ def _missing_reason(item: pytest.Item, state: RunState) -> str | None:
             detail = "; ".join(dict.fromkeys(why)) or (
                 f"not present: tags here are {', '.join(sorted(state.device.tags))}")
             return f"implementation {impl.name} requires {', '.join(missing)} ({detail})"
+        emulation = getattr(impl.fn, "conformance_emulation", None)
+        if emulation and impl.origin == "builtin" and not state.emulated:
+            return (f"implementation {impl.name} is {emulation}: it tests our kernel, not "
+                    "this device, so the project's tests run it; opt in with --emulated")
     return None
 
 

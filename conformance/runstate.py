@@ -30,6 +30,7 @@ class RunState:
     include_builtins: bool
     report_dir: Path | None
     command: str
+    emulated: bool = False
     shard: dict[str, Any] | None = None
 
     @classmethod
@@ -68,6 +69,7 @@ class RunState:
             include_builtins=not opt.no_builtins,
             report_dir=report_dir,
             command=shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            emulated=bool(getattr(opt, "conformance_emulated", False)),
         )
 
     def repro_args(self, impl_spec: str | None = None, impl_area: str | None = None) -> list[str]:
@@ -80,6 +82,8 @@ class RunState:
                 args.append(f"--impl={text}")
         if not self.include_builtins:
             args.append("--no-builtins")
+        if self.emulated:
+            args.append("--emulated")
         return args
 
     def matrix_entries(self) -> list[dict[str, Any]]:
@@ -99,6 +103,7 @@ class RunState:
             "command": self.command,
             "profile": self.profile,
             "seed": self.seed,
+            "emulated": self.emulated,
             "matrix": str(self.matrix.path),
             "matrix_sha256": hashlib.sha256(self.matrix.path.read_bytes()).hexdigest(),
             "shard": self.shard,

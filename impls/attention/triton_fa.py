@@ -195,6 +195,8 @@ triton_attention.conformance_name = "triton_fa"
 # (conformance/deps.py: triton < 3.7 cannot run with numpy >= 2.4).
 triton_attention.conformance_requires = ["triton-interpreter" if INTERPRETED else "triton"]
 triton_attention.conformance_dtypes = ["float16", "bfloat16", "float32"]
+if INTERPRETED:  # a test of our kernel's logic, not of the device: opt-in (--emulated)
+    triton_attention.conformance_emulation = "our Triton kernel in Triton's CPU interpreter"
 triton_attention.conformance_features = [
     *(f"mask.{m}" for m in MASK_MODS if m),
     "score_mod.additive.alibi", "score_mod.additive.rel_bias",

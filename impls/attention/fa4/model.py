@@ -257,6 +257,8 @@ class Fa4Model:
         "mask", "score_mod", "gqa", "dv_ne_d", "fully_masked_rows", "scale", "lse",
         "backward", "fa4_algorithm")
     conformance_limits: ClassVar[dict[str, list[int]]] = {"head_dims": [64, 128]}
+    # a test of our kernel's arithmetic, not of the device: opt-in (--emulated)
+    conformance_emulation: ClassVar[str] = "the FA4 kernel's numerics model on the CPU"
 
     def __init__(self, name: str, config: Fa4Config) -> None:
         self.conformance_name = name

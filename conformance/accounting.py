@@ -104,4 +104,5 @@ class Accounting:
                         tr.write_line(f"      not run: {n} {reason}")
         if self.state.report_dir is not None:
             tr.write_line(f"report: {self.state.report_dir / 'report.json'}, "
+                          f"{self.state.report_dir / 'report.html'}, "
                           f"{self.state.report_dir / 'summary.md'}, {self.config.option.xmlpath}")

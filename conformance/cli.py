@@ -2,6 +2,7 @@
 
     torch-conformance diff OLD NEW [--factor 2] [--format text|markdown|html] [-o FILE]
     torch-conformance merge DIR... -o OUT
+    torch-conformance bundle OUTDIR [--python 3.12] [--platform TAG] [--torch]
 
 Exit status: 0 fine, 1 regressions (diff), 4 a usage error (one line on stderr).
 """
@@ -66,6 +67,22 @@ def _merge(opts: argparse.Namespace) -> int:
     return 0
 
 
+def _bundle(opts: argparse.Namespace) -> int:
+    from conformance.bundle import BundleError, build
+
+    extras = [e.strip() for e in (opts.extras or "").split(",") if e.strip()]
+    try:
+        reqs = build(Path(opts.outdir), extras=extras, with_torch=opts.torch,
+                     python=opts.python, platform=opts.platform)
+    except BundleError as exc:
+        raise UsageError(str(exc)) from None
+    wheels = sorted(p.name for p in Path(opts.outdir).iterdir() if p.suffix == ".whl")
+    print(f"bundle: {len(wheels)} wheels for {len(reqs)} requirements in {opts.outdir}; "
+          f"install offline with: pip install --no-index --find-links {opts.outdir} "
+          "torch-conformance")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="torch-conformance", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -86,6 +103,16 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("reports", nargs="+", help="report directories or report.json files")
     m.add_argument("-o", "--output", required=True, help="the merged report's directory")
     m.set_defaults(run=_merge)
+    b = sub.add_parser("bundle", help="a wheelhouse of the suite and its dependencies, for "
+                                      "offline installs (torch left out unless --torch)")
+    b.add_argument("outdir")
+    b.add_argument("--python", help="target Python, e.g. 3.12 (default: this one)")
+    b.add_argument("--platform", help="target platform tag, e.g. manylinux_2_28_aarch64 "
+                                      "(default: this machine's)")
+    b.add_argument("--extras", help="comma-separated extras to include, e.g. triton,report")
+    b.add_argument("--torch", action="store_true",
+                   help="include this torch release too (labs usually bring their own build)")
+    b.set_defaults(run=_bundle)
     return p
 
 

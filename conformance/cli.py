@@ -3,8 +3,10 @@
     torch-conformance diff OLD NEW [--factor 2] [--format text|markdown|html] [-o FILE]
     torch-conformance merge DIR... -o OUT
     torch-conformance bundle OUTDIR [--python 3.12] [--platform TAG] [--torch]
+    torch-conformance selftest [--module M] [--area A] [--json OUT]
 
-Exit status: 0 fine, 1 regressions (diff), 4 a usage error (one line on stderr).
+Exit status: 0 fine; 1 regressions (diff) or a surviving fault (selftest); 4 a usage
+error (one line on stderr).
 """
 
 from __future__ import annotations
@@ -83,6 +85,33 @@ def _bundle(opts: argparse.Namespace) -> int:
     return 0
 
 
+def _selftest(opts: argparse.Namespace) -> int:
+    import json
+
+    from conformance import selftest
+
+    modules = [] if opts.no_planted else selftest.planted_modules()
+    modules += opts.module or []
+    if not modules:
+        raise UsageError("no fault modules: this install has no tests/planted (run from a "
+                         "clone) and no --module was given")
+    try:
+        entries = selftest.load_entries(modules)
+    except selftest.SelftestError as exc:
+        raise UsageError(str(exc)) from None
+    if opts.area:
+        entries = [e for e in entries if e.area in opts.area
+                   or any(e.area.startswith(a + ".") for a in opts.area)]
+        if not entries:
+            raise UsageError(f"no planted fault for area {', '.join(opts.area)}")
+    data = selftest.summary(selftest.run(entries, device=opts.device, jobs=opts.jobs))
+    print(selftest.render(data))
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    good = all(e.good for e in entries)
+    return 0 if good else 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="torch-conformance", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -113,6 +142,18 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--torch", action="store_true",
                    help="include this torch release too (labs usually bring their own build)")
     b.set_defaults(run=_bundle)
+    t = sub.add_parser("selftest", help="run the suite against every planted fault: faults "
+                                        "killed / total per area")
+    t.add_argument("--module", action="append",
+                   help="also a fault module of yours with a SELFTEST list (repeatable)")
+    t.add_argument("--no-planted", action="store_true",
+                   help="only the --module ones, not the project's tests/planted")
+    t.add_argument("--area", action="append",
+                   help="only faults of this area (or area prefix, e.g. sampler); repeatable")
+    t.add_argument("--device", default="cpu")
+    t.add_argument("-j", "--jobs", type=int, default=2, help="pytest runs at once (default 2)")
+    t.add_argument("--json", help="also write the table and every fault's outcome as JSON")
+    t.set_defaults(run=_selftest)
     return p
 
 

@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from conformance.margin_plots import as_margin
+from conformance.report_tables import area_times
 
 BAD = ("failed", "error", "unexpected-pass")
 TIGHTEST = 20
@@ -93,17 +94,6 @@ def _expected_failures(report: dict[str, Any]) -> list[dict[str, Any]]:
                                     "link": m.get("link"), "tests": []})
         g["tests"].append(r["nodeid"])
     return sorted(groups.values(), key=lambda g: -len(g["tests"]))
-
-
-def area_times(report: dict[str, Any]) -> list[tuple[str, float, int]]:
-    """(area, summed test seconds, tests) per area, costliest first."""
-    totals: dict[str, list[float]] = {}
-    for r in report["results"]:
-        t = totals.setdefault(r["area"] or "-", [0.0, 0])
-        t[0] += r.get("duration_s") or 0.0
-        t[1] += 1
-    return sorted(((a, round(s, 1), int(n)) for a, (s, n) in totals.items()),
-                  key=lambda x: -x[1])
 
 
 def render_template(name: str, **context: Any) -> str:

@@ -17,7 +17,13 @@ from typing import Any
 
 from conformance import REPORT_SCHEMA_VERSION, __version__
 from conformance.outcomes import SKIPPED_TAG, UNSUPPORTED_TAG
-from conformance.report_tables import BULKY_NOTES, export_table, graphs_table, indexing_table
+from conformance.report_tables import (
+    BULKY_NOTES,
+    export_table,
+    graphs_table,
+    indexing_table,
+    times_table,
+)
 
 OUTCOMES = (
     "passed", "failed", "error", "expected-fail", "unexpected-pass", "unsupported", "skipped",
@@ -304,6 +310,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += indexing_table(report["results"])
     lines += export_table(report["results"])
     lines += graphs_table(report["results"])
+    lines += times_table(report)
     noted = [r for r in report["results"]
              if {k: v for k, v in r["notes"].items() if k not in BULKY_NOTES}]
     if noted:

@@ -152,3 +152,28 @@ def graphs_table(results: list[dict[str, Any]]) -> list[str]:
     for impl, row in sorted(cells.items()):
         lines.append(f"| `{impl}` | " + " | ".join(show(row.get(c)) for c in names) + " |")
     return lines
+
+
+def area_times(report: dict[str, Any]) -> list[tuple[str, float, int]]:
+    """(area, summed test seconds, tests) per area, costliest first."""
+    totals: dict[str, list[float]] = {}
+    for r in report["results"]:
+        t = totals.setdefault(r["area"] or "-", [0.0, 0])
+        t[0] += r.get("duration_s") or 0.0
+        t[1] += 1
+    return sorted(((a, round(s, 1), int(n)) for a, (s, n) in totals.items()),
+                  key=lambda x: -x[1])
+
+
+def times_table(report: dict[str, Any]) -> list[str]:
+    """Summed test time per area (all workers), costliest first."""
+    rows = area_times(report)
+    if not rows:
+        return []
+    total = sum(s for _, s, _ in rows) or 1.0
+    lines = ["", "## Time per area", "",
+             "Summed test durations (setup, call, teardown) over all workers; the wall time "
+             "is about this over the worker count.", "",
+             "| area | seconds | share | tests |", "|---|---|---|---|"]
+    lines += [f"| {a} | {s:.1f} | {100 * s / total:.0f}% | {n} |" for a, s, n in rows]
+    return lines

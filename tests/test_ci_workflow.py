@@ -69,3 +69,21 @@ def test_actionlint():
                            str(WORKFLOW)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_shards_merge_and_diff():
+    wf = _workflow()
+    job = wf["jobs"]["conformance"]
+    assert job["strategy"]["matrix"]["shard"] == [1, 2] and job["env"]["SHARDS"] == "2"
+    runs = "\n".join(s.get("run", "") for s in job["steps"])
+    assert '--shard="$SHARD/$SHARDS"' in runs and "--shard-durations=" in runs
+    upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload")]
+    assert upload[0]["with"]["name"].endswith("-shard-${{ matrix.shard }}")
+    merge = wf["jobs"]["merge"]
+    assert merge["needs"] == "conformance" and merge["if"] == "always()"
+    assert merge["strategy"]["matrix"]["runner"] == job["strategy"]["matrix"]["runner"]
+    mruns = "\n".join(s.get("run", "") for s in merge["steps"])
+    assert "torch-conformance merge shards/* -o merged" in mruns
+    assert "torch-conformance diff baseline merged" in mruns and 'exit "$status"' in mruns
+    names = [s.get("with", {}).get("name", "") for s in merge["steps"]]
+    assert "conformance-merged-${{ matrix.runner }}" in names

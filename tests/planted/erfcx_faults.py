@@ -43,3 +43,14 @@ def correct(x: torch.Tensor) -> torch.Tensor:
 
 for _f in (naive, early_asymptotic, half_grad, correct):
     _f.conformance_name = _f.__name__  # type: ignore[attr-defined]
+
+_ERFCX = "special/test_erfcx.py"
+SELFTEST = [
+    *({"area": "special.erfcx", "impl": name, "path": _ERFCX, "expect": "killed",
+       "select": f"{name} and test_forward and (float32 or float64)"}
+      for name in ("naive", "early_asymptotic")),
+    {"area": "special.erfcx", "impl": "half_grad", "path": _ERFCX, "expect": "killed",
+     "select": "half_grad and test_backward[ and float32"},
+    {"area": "special.erfcx", "impl": "correct", "path": _ERFCX, "expect": "passes",
+     "select": "correct and not backward_huge and (float32 or float64)"},
+]

@@ -82,3 +82,10 @@ def total_order_nans(x, k, dim=-1, largest=True, sorted=True):
 for _fn in (nan_smallest, duplicate_index_on_ties, wrong_beyond_768, sign_of_zero_lost,
             ignores_sorted, crashes_on_nan, total_order_nans):
     _fn.conformance_name = f"planted.{_fn.__name__}"
+
+SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+    {"area": "topk", "impl": name, "path": "topk", "expect": "killed",
+     "select": f"planted.{name}"}
+    for name in ("nan_smallest", "duplicate_index_on_ties", "wrong_beyond_768",
+                 "sign_of_zero_lost", "ignores_sorted", "total_order_nans")
+]

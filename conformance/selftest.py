@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -150,7 +151,8 @@ def _run_group(group: list[Entry], device: str) -> None:
 
 
 def _belongs(result: dict[str, Any], entry: Entry) -> bool:
-    reproduce = result.get("reproduce") or ""
+    # whole arguments: a substring test credited ``...:normal`` with ``...:normal_1pct``'s tests
+    reproduce = shlex.split(result.get("reproduce") or "")
     return f"--impl={entry.area}={entry.spec}" in reproduce and result["area"] == entry.area
 
 

@@ -6,7 +6,7 @@ the two apart lets the report show margins (measured / bound) for passing checks
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,6 +20,9 @@ class Measurement:
     bound: float
     detail: str = ""
     exact: bool = False
+    # (actual, reference, bound) of an elementwise check, for --repro-dir's scripts
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(
+        default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -36,7 +39,9 @@ class Measurement:
         """The same check under a bound loosened by ``factor`` (exact checks never loosen)."""
         if self.exact or factor == 1.0:
             return self
-        return Measurement(self.name, self.measured, self.bound * factor, self.detail, self.exact)
+        arrays = None if self.arrays is None else (*self.arrays[:2], self.arrays[2] * factor)
+        return Measurement(self.name, self.measured, self.bound * factor, self.detail,
+                           self.exact, arrays)
 
 
 def _fmt_index(index: tuple[int, ...]) -> str:
@@ -73,7 +78,8 @@ def elementwise_bound(
         f"expected {float(ref[index])!r}, |error| {err[index]:.3g} vs bound {bound[index]:.3g}; "
         f"{int(np.count_nonzero(err > bound))} of {ref.size} elements out of bound"
     )
-    return Measurement(name, float(err[index]), float(bound[index]), detail)
+    return Measurement(name, float(err[index]), float(bound[index]), detail,
+                       arrays=(actual, ref, bound))
 
 
 def exact(name: str, mismatches: int, total: int, detail: str = "") -> Measurement:

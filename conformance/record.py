@@ -8,6 +8,7 @@ with the case that produced it.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,9 @@ class Record:
         self.checks: dict[str, CheckSummary] = {}
         self.notes: dict[str, Any] = {}
         self.failure: str | None = None
+        # --repro-dir: writes a standalone script for a failure, returns its path
+        self.on_failure: Callable[[Record, str, Measurement | None], str | None] | None = None
+        self.repro_script: str | None = None
 
     @property
     def reproduce(self) -> str:
@@ -112,8 +116,20 @@ class Record:
         if not m.ok:
             summary.failures += 1
             self.failure = self.message(m)
+            self.write_repro(self.failure, m)
             raise CheckFailure(self.failure, m.name)
         return m
+
+    def write_repro(self, message: str, m: Measurement | None) -> None:
+        """With --repro-dir, the failure's standalone script (once per test); its path is
+        appended to ``self.failure``."""
+        if self.on_failure is None or self.repro_script is not None:
+            return
+        path = self.on_failure(self, message, m)
+        if path:
+            self.repro_script = path
+            if self.failure is not None:
+                self.failure += f"\n  standalone reproducer: {path}"
 
     def message(self, m: Measurement) -> str:
         if m.exact:
@@ -149,4 +165,5 @@ class Record:
             "notes": self.notes,
             "failure": self.failure,
             "reproduce": self.reproduce,
+            "repro_script": self.repro_script,
         }

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from conformance import repro_trace
 from conformance.errors import ConfigError
 from conformance.vocabulary import Vocabulary
 
@@ -111,7 +112,10 @@ class Impl:
     caps: Capabilities
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*args, **kwargs)
+        trace = repro_trace.active()
+        if trace is None:
+            return self.fn(*args, **kwargs)
+        return trace.call(self.fn, args, kwargs)
 
     def __repr__(self) -> str:  # shows up in pytest's failure output
         return f"<impl {self.name} ({self.spec}, {self.origin})>"

@@ -32,6 +32,7 @@ class RunState:
     command: str
     emulated: bool = False
     shard: dict[str, Any] | None = None
+    repro_dir: Path | None = None
 
     @classmethod
     def from_options(cls, opt: Any, seed_from_controller: int | None = None) -> RunState:
@@ -70,6 +71,8 @@ class RunState:
             report_dir=report_dir,
             command=shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             emulated=bool(getattr(opt, "conformance_emulated", False)),
+            repro_dir=(Path(opt.conformance_repro_dir).resolve()
+                       if getattr(opt, "conformance_repro_dir", None) else None),
         )
 
     def repro_args(self, impl_spec: str | None = None, impl_area: str | None = None) -> list[str]:

@@ -7,13 +7,14 @@ import json
 import os
 import warnings
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from conformance import sharding
+from conformance import repro_trace, sharding
 from conformance.accounting import Accounting, MatrixWarning
 from conformance.deps import PROBED_TAGS
 from conformance.errors import ConfigError
@@ -75,6 +76,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="also run the built-in emulations of our own GPU kernels on this "
                          "device (our Triton kernels in Triton's interpreter, the FA4 numerics "
                          "model): project tests rather than a qualification of the device")
+    group.addoption("--repro-dir", dest="conformance_repro_dir", default=None, metavar="DIR",
+                    help="write a standalone reproducer script (torch and numpy only) for "
+                         "every failed check into DIR")
     sharding.addoption(group)
 
 
@@ -100,8 +104,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if state.report_dir is not None and not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(state.report_dir / "junit.xml")
     if not hasattr(config, "workerinput"):
+        _prefer_worksteal(config)
         config.pluginmanager.register(Accounting(config, state, config.stash[COLLECTOR]),
                                       "torch-conformance-accounting")
+
+
+def _prefer_worksteal(config: pytest.Config) -> None:
+    """``-n N`` without ``--dist``: schedule by work stealing, not xdist's default "load".
+    The suite's costs are very uneven (a first Inductor compile takes 10-50 s, most cases
+    milliseconds), and "load" leaves one worker running a long tail alone."""
+    explicit = any(a == "--dist" or a.startswith("--dist=") or a == "-d"
+                   for a in config.invocation_params.args)
+    if getattr(config.option, "dist", "no") == "load" and not explicit:
+        config.option.dist = "worksteal"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -292,7 +307,7 @@ def device(conformance_state: RunState) -> torch.device:
 
 
 @pytest.fixture
-def record(request: pytest.FixtureRequest, conformance_state: RunState) -> Record:
+def record(request: pytest.FixtureRequest, conformance_state: RunState) -> Iterator[Record]:
     """The test's Record: ``record.case(...)``, ``record.require(measurement)``."""
     meta = request.node.stash.get(ITEM_META, None)
     if meta is None:
@@ -309,7 +324,35 @@ def record(request: pytest.FixtureRequest, conformance_state: RunState) -> Recor
         tolerance_reasons=reasons,
     )
     request.node.stash[ITEM_RECORD] = rec
-    return rec
+    if conformance_state.repro_dir is None:
+        yield rec
+        return
+    trace = repro_trace.Trace()
+    impl = request.node.callspec.params.get("impl") if hasattr(request.node, "callspec") \
+        else None
+    rec.on_failure = _repro_writer(conformance_state, trace,
+                                   impl if isinstance(impl, Impl) else None)
+    with repro_trace.tracing(trace):
+        yield rec
+
+
+def _repro_writer(state: RunState, trace: repro_trace.Trace, impl: Impl | None) -> Any:
+    def write(rec: Record, message: str, m: Any) -> str | None:
+        from conformance.repro import write_failure
+
+        try:
+            path = write_failure(
+                state.repro_dir, nodeid=rec.nodeid, impl=impl, head=message.splitlines()[0],
+                message=message, check=m.name if m is not None else "(an exception)",
+                measurement=m, trace=trace, device=state.device.torch_device,
+                device_name=state.device.name, seed=state.seed, profile=state.profile,
+                reproduce=rec.reproduce)
+        except Exception as exc:  # the verdict stands without its script
+            warnings.warn(f"--repro-dir: no script for {rec.nodeid}: "
+                          f"{type(exc).__name__}: {exc}", stacklevel=1)
+            return None
+        return str(path) if path else None
+    return write
 
 
 @pytest.fixture
@@ -355,8 +398,12 @@ def _explain_failure(item: pytest.Item, call: pytest.CallInfo,
                                  wrong)
     original = report.longreprtext
     if verdict is not None:
-        block = context_block(verdict, item.stash.get(ITEM_RECORD, None),
-                              item.stash[ITEM_META])
+        rec = item.stash.get(ITEM_RECORD, None)
+        block = context_block(verdict, rec, item.stash[ITEM_META])
+        if rec is not None and rec.failure is None:  # an exception: replay the call
+            rec.write_repro(block, None)
+            if rec.repro_script:
+                block += f"\n  standalone reproducer: {rec.repro_script}"
         report.longrepr = f"{block}\n\n{tail(original)}"
     elif wrong is not None:  # a failed check, but not the one the entry expects
         verdict, report.longrepr = wrong, f"{wrong}\n\n{original}"

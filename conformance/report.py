@@ -112,6 +112,7 @@ class Entry:
             "notes": (self.record or {}).get("notes", {}),
             "tolerance_factor": (self.record or {}).get("tolerance_factor", 1.0),
             "reproduce": (self.record or {}).get("reproduce") or self.meta.get("reproduce"),
+            "repro_script": (self.record or {}).get("repro_script"),
         }
 
 
@@ -295,6 +296,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(f"- `{r['nodeid']}`: {r['reason']}")
             if r["outcome"] in ("failed", "error") and r.get("reproduce"):
                 lines.append(f"  - reproduce: `{r['reproduce']}`")
+            if r.get("repro_script"):
+                lines.append(f"  - standalone reproducer: `{r['repro_script']}`")
         if len(rows) > 200:
             lines.append(f"- ... and {len(rows) - 200} more (see report.json)")
     entries = report["run"].get("matrix_entries") or []

@@ -173,3 +173,19 @@ for _name, _fn in list(globals().items()):
         _fn.conformance_name = f"planted.{_name}"
         _fn.conformance_dtypes = ["float16", "bfloat16", "float32"]
 tf32_scores.conformance_dtypes = ["float32"]  # 16-bit operands are exact in TF32
+
+# tests/test_planted_faults.py runs each fault on the whole attention folder (-x); here the
+# forward + lse catalogue (within its DENSE_SCOPE, "catalogue or regressions") flags every
+# one: float32 (tf32_scores is float32 only), 16-bit for upcast_output (exact in float32)
+_LSE_CATALOGUE = "test_forward_lse_catalogue"
+SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+    *({"area": "attention", "impl": name, "path": "attention", "expect": "killed",
+       "select": f"planted.{name} and {_LSE_CATALOGUE} and "
+                 f"{'float16' if name == 'upcast_output' else 'float32'}"}
+      for name in ("wrong_scale", "lse_in_log2", "causal_top_left", "mask_after_softmax",
+                   "gqa_head_modulo", "tiled_no_rescale", "upcast_output", "tf32_scores",
+                   "dense_only_gqa_head_modulo")),
+    *({"area": "attention", "impl": name, "path": "attention", "expect": "passes",
+       "select": f"planted.{name} and {_LSE_CATALOGUE}"}
+      for name in ("correct_dense", "tiled_correct", "dense_only_correct")),
+]

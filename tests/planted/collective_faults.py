@@ -135,3 +135,23 @@ for _name, _f in list(globals().items()):
     if callable(_f) and getattr(_f, "__module__", "") == __name__ and not _name.startswith("_") \
             and not isinstance(_f, type):
         _f.conformance_name = f"planted.{_name}"
+
+
+# the selection of tests/test_collective_faults.py: world size 3, float32, sum / avg (none for
+# the non-reducing collectives)
+_COLLECTIVE = "test_collective and w3 and float32 and (sum or avg or none)"
+SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+    *({"area": f"collectives.{area}", "impl": name, "path": "collectives/test_collectives.py",
+       "expect": expect, "select": f"planted.{name} and {_COLLECTIVE}"}
+      for area, name, expect in (
+          ("all_reduce", "unreduced_backward", "killed"),
+          ("all_reduce", "avg_backward_without_1_over_w", "killed"),
+          ("all_gather_tensor", "gather_backward_own_slice", "killed"),
+          ("reduce_scatter_tensor", "reduce_scatter_reversed", "killed"),
+          ("all_to_all_single", "all_to_all_backward_same_splits", "killed"),
+          ("all_to_all_single", "all_to_all_even_splits_only", "killed"),
+          ("all_reduce", "correct_all_reduce", "passes"),
+          ("all_gather_tensor", "correct_all_gather", "passes"),
+          ("reduce_scatter_tensor", "correct_reduce_scatter", "passes"),
+          ("all_to_all_single", "correct_all_to_all", "passes"))),
+]

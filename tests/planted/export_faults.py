@@ -115,3 +115,19 @@ def refuses_other_batches(module: torch.nn.Module, args: tuple, dynamic_shapes: 
     clear error at every other batch, where the program was asked to accept them."""
     ep = exported(module, args, None)
     return Program(ep.module(), dynamic_dims(ep))
+
+
+# the round trips of tests/test_export_faults.py: float32, dynamic batch, an LSTM with initial
+# states and a bidirectional GRU; each fault on the models it must be flagged on there (on
+# the others it is a no-op)
+_ROUNDTRIP = "test_roundtrip and float32"
+_BOTH, _GRU_BI = "(lstm-batch or gru_bi-batch)", "gru_bi-batch"
+SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+    *({"area": "export", "impl": name, "path": "export/test_export.py", "expect": "killed",
+       "select": f"{name} and {_ROUNDTRIP} and {models}"}
+      for name, models in (("specialised_batch", _BOTH), ("zero_initial_state", _BOTH),
+                           ("swapped_directions", _GRU_BI), ("float16_inside", _BOTH),
+                           ("gru_gates_swapped", _GRU_BI), ("refuses_other_batches", _BOTH))),
+    {"area": "export", "impl": "correct", "path": "export/test_export.py", "expect": "passes",
+     "select": f"correct and {_ROUNDTRIP} and {_BOTH}"},
+]

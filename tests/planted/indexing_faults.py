@@ -96,3 +96,27 @@ for _name, _fn in list(globals().items()):
     if callable(_fn) and getattr(_fn, "__module__", None) == __name__ and not _name.startswith(
             "_") and not isinstance(_fn, type):
         _fn.conformance_name = f"planted.{_name}"
+
+_INDEXING = "indexing/test_indexing.py"
+# (area, fault, the tests that flag it: tests/test_indexing_faults.py)
+_FAULTS = [
+    ("indexing.index_select", "clamping_index_select", "test_invalid"),
+    ("indexing.gather", "wrapping_gather", "test_invalid[n-"),
+    ("indexing.embedding", "embedding_reads_next_row", "test_invalid[n-"),
+    ("indexing.scatter_", "scatter_one_past", "test_"),
+    ("indexing.index_select", "index_select_accepts_negative", "test_invalid[-1-"),
+    ("indexing.take", "late_take", "test_invalid"),
+]
+_TWINS = [
+    ("indexing.index_select", "correct_index_select"),
+    ("indexing.gather", "correct_gather"),
+    ("indexing.embedding", "correct_embedding"),
+    ("indexing.scatter_", "correct_scatter"),
+    ("indexing.take", "correct_take"),
+]
+SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+    *({"area": area, "impl": name, "path": _INDEXING, "expect": "killed",
+       "select": f"planted.{name} and {where}"} for area, name, where in _FAULTS),
+    *({"area": area, "impl": name, "path": _INDEXING, "expect": "passes",
+       "select": f"planted.{name}"} for area, name in _TWINS),
+]

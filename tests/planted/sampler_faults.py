@@ -201,3 +201,15 @@ for _name, _fn in list(globals().items()):
     if callable(_fn) and getattr(_fn, "__module__", None) == __name__ and not _name.startswith(
             "_") and _name != "perturbed":
         _fn.conformance_name = f"planted.{_name}"
+
+# The five sampler faults, with tests/test_sampler_faults.py's selection (the
+# 1 %-error samplers are left to that test: each is caught with power 0.99, so a fixed seed
+# may miss one, which the test judges by the binomial tail rather than one by one)
+SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+    {"area": f"sampler.{area}", "impl": name, "path": "samplers", "expect": "killed",
+     "select": f"planted.{name} and (goodness_of_fit or independence)"}
+    for area, name in (("geometric", "geometric_from_zero"), ("cauchy", "cauchy_sigma_1pct"),
+                       ("log_normal", "log_normal_std_squared"),
+                       ("exponential", "exponential_scale_for_rate"),
+                       ("normal", "normal_repeats_block"))
+]

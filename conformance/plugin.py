@@ -109,19 +109,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if state.report_dir is not None and not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(state.report_dir / "junit.xml")
     if not hasattr(config, "workerinput"):
-        _prefer_worksteal(config)
         config.pluginmanager.register(Accounting(config, state, config.stash[COLLECTOR]),
                                       "torch-conformance-accounting")
-
-
-def _prefer_worksteal(config: pytest.Config) -> None:
-    """``-n N`` without ``--dist``: schedule by work stealing, not xdist's default "load".
-    The suite's costs are very uneven (a first Inductor compile takes 10-50 s, most cases
-    milliseconds), and "load" leaves one worker running a long tail alone."""
-    explicit = any(a == "--dist" or a.startswith("--dist=") or a == "-d"
-                   for a in config.invocation_params.args)
-    if getattr(config.option, "dist", "no") == "load" and not explicit:
-        config.option.dist = "worksteal"
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -335,12 +335,8 @@ def _repro_writer(state: RunState, trace: repro_trace.Trace, impl: Impl | None) 
         from conformance.repro import write_failure
 
         try:
-            path = write_failure(
-                state.repro_dir, nodeid=rec.nodeid, impl=impl, head=message.splitlines()[0],
-                message=message, check=m.name if m is not None else "(an exception)",
-                measurement=m, trace=trace, device=state.device.torch_device,
-                device_name=state.device.name, seed=state.seed, profile=state.profile,
-                reproduce=rec.reproduce)
+            path = write_failure(state.repro_dir, rec, message, m, trace=trace, impl=impl,
+                                 state=state)
         except Exception as exc:  # the verdict stands without its script
             warnings.warn(f"--repro-dir: no script for {rec.nodeid}: "
                           f"{type(exc).__name__}: {exc}", stacklevel=1)

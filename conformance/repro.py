@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import platform
 import re
 import sys
 import zlib
@@ -32,8 +31,11 @@ import torch
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from conformance.compare import Measurement
+from conformance.probe import environment
+from conformance.record import Record
 from conformance.registry import Impl
 from conformance.repro_trace import Call, Trace
+from conformance.runstate import RunState
 from conformance.versions import installed_version
 
 _ALLOWED_ROOTS = {"torch", "numpy", "__future__"} | set(sys.stdlib_module_names)
@@ -74,17 +76,25 @@ def _source_root(impl: Impl, impl_file: str) -> str:
     return str(Path(impl_file).resolve().parents[depth - 1]) if impl_file else "."
 
 
-def _environment(device_name: str, seed: int, profile: str) -> list[tuple[str, str]]:
-    return [
-        ("torch", torch.__version__),
-        ("CUDA / HIP", f"{torch.version.cuda or '-'} / {torch.version.hip or '-'}"),
-        ("device", device_name),
-        ("numpy", np.__version__),
-        ("python", sys.version.split()[0]),
-        ("platform", platform.platform()),
-        ("torch-conformance", installed_version("torch-conformance") or "?"),
-        ("suite profile / seed", f"{profile} / {seed}"),
-    ]
+_ENVIRONMENT: list[tuple[str, str]] = []
+
+
+def _environment(state: RunState) -> list[tuple[str, str]]:
+    """The header's environment: the report's (conformance/probe.py), computed once."""
+    if not _ENVIRONMENT:
+        env = environment(state.device)
+        _ENVIRONMENT.extend([
+            ("torch", env["torch"]),
+            ("CUDA / HIP / driver", f"{env['cuda'] or '-'} / {env['hip'] or '-'} / "
+                                    f"{env['cuda_driver'] or '-'}"),
+            ("device", f"{state.device.torch_device} ({state.device.name})"),
+            ("cpu", f"{env['cpu']} ({env['cpu_count']} cores)"),
+            ("numpy", np.__version__),
+            ("python", env["python"]),
+            ("platform", env["platform"]),
+            ("torch-conformance", installed_version("torch-conformance") or "?"),
+        ])
+    return [*_ENVIRONMENT, ("suite profile / seed", f"{state.profile} / {state.seed}")]
 
 
 def _locate(trace: Trace | None, m: Measurement | None
@@ -103,13 +113,15 @@ def _locate(trace: Trace | None, m: Measurement | None
     return last, "replay", "", None
 
 
-def write_failure(directory: Path, *, nodeid: str, impl: Impl | None, head: str,
-                  message: str, check: str, measurement: Measurement | None,
-                  trace: Trace | None, device: str, device_name: str, seed: int,
-                  profile: str, reproduce: str) -> Path | None:
-    """Write ``<stem>.py`` and ``<stem>.pt`` for one failure; returns the script's path."""
+def write_failure(directory: Path, record: Record, message: str,
+                  measurement: Measurement | None, *, trace: Trace | None, impl: Impl | None,
+                  state: RunState) -> Path | None:
+    """Write ``<stem>.py`` and ``<stem>.pt`` for one failure (a failed check's measurement,
+    or None for an exception); returns the script's path."""
     if impl is None:
         return None
+    nodeid, head = record.nodeid, message.splitlines()[0]
+    check = measurement.name if measurement is not None else "(an exception)"
     call, kind, where, why_not = _locate(trace, measurement)
     directory.mkdir(parents=True, exist_ok=True)
     stem = file_stem(nodeid)
@@ -141,13 +153,13 @@ def write_failure(directory: Path, *, nodeid: str, impl: Impl | None, head: str,
     text = env.get_template("repro.py.j2").render(
         tool_version=installed_version("torch-conformance") or "?",
         data_name=f"{stem}.pt", script_name=f"{stem}.py", nodeid=nodeid, check=check,
-        verdict=head.splitlines()[0][:300], message_lines=message.splitlines()[1:],
+        verdict=head[:300], message_lines=message.splitlines()[1:],
         impl_name=impl.name, impl_spec=impl.spec, impl_origin=impl.origin,
-        reproduce=reproduce, environment=_environment(device_name, seed, profile),
+        reproduce=record.reproduce, environment=_environment(state),
         impl_source=source, impl_file=Path(impl_file).name, impl_attr=attr,
         impl_imports=", ".join(foreign), impl_module=module,
         impl_attr_parts=attr.split("."), source_root=_source_root(impl, impl_file),
-        device=device, head=head.splitlines()[0], **context)
+        device=state.device.torch_device, head=head, **context)
     torch.save(data, directory / f"{stem}.pt")
     script = directory / f"{stem}.py"
     script.write_text(text)

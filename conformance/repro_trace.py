@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from conformance.tensors import exact_numpy
+
 KEEP_CALLS = 2  # the newest calls kept per test
 MAX_BYTES = 256 << 20  # a call whose tensors exceed this is not copied
 
@@ -202,9 +204,7 @@ class Trace:
 def _same(t: torch.Tensor, actual: np.ndarray) -> bool:
     if tuple(t.shape) != actual.shape or t.is_complex():
         return False
-    values = t.detach().cpu()
-    values = values.to(torch.float64) if values.dtype != torch.bool else values.to(torch.int64)
-    return bool(np.array_equal(values.numpy().astype(np.float64), actual, equal_nan=True))
+    return bool(np.array_equal(exact_numpy(t).astype(np.float64), actual, equal_nan=True))
 
 
 _ACTIVE: Trace | None = None

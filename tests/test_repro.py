@@ -9,11 +9,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from conformance.compare import elementwise_bound
+from conformance.probe import DeviceInfo
+from conformance.record import Record
 from conformance.registry import Capabilities, Impl
 from conformance.repro import write_failure
 from conformance.repro_trace import Trace, tracing
@@ -110,11 +113,12 @@ def test_gradient_check_reproduces(tmp_path):
     expected = (g * torch.exp(x)).detach().numpy()
     m = elementwise_bound("grad of exp", x.grad.numpy(), expected, np.full(7, 1e-12))
     assert not m.ok
-    script = write_failure(tmp_path, nodeid="demo/test_demo.py::test_grad[doubled_grad]",
-                           impl=impl, head="[demo] grad of exp: out of bound",
-                           message="[demo] grad of exp: out of bound", check=m.name,
-                           measurement=m, trace=trace, device="cpu", device_name="cpu",
-                           seed=0, profile="ci", reproduce="pytest demo")
+    record = Record(nodeid="demo/test_demo.py::test_grad[doubled_grad]", area="demo",
+                    impl="doubled_grad", device="cpu", dtype="float64", repro_args=[])
+    state = SimpleNamespace(device=DeviceInfo("cpu", "cpu", "cpu", "cpu"), profile="ci",
+                            seed=0)
+    script = write_failure(tmp_path, record, "[demo] grad of exp: out of bound", m,
+                           trace=trace, impl=impl, state=state)
     text = script.read_text()
     assert "torch.autograd.backward" in text and "T[0].grad" in text
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from conformance import repro_trace, sharding
+from conformance import repro_trace, sharding, threads
 from conformance.accounting import Accounting, MatrixWarning
 from conformance.deps import PROBED_TAGS
 from conformance.errors import ConfigError
@@ -96,15 +96,8 @@ def pytest_configure(config: pytest.Config) -> None:
     state.shard = sharding.configure(config)
     config.stash[STATE] = state
     config.stash[COLLECTOR] = Collector()
-    if state.device.kind == "cpu":
-        # Inductor compiles in this process rather than in a pool of subprocesses: on a CPU
-        # run the xdist workers already hold every core, and the pool's start-up cost more
-        # than its parallelism gained (68 -> 64 s for the 16 compiled FlexAttention cases)
-        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if workers > 1 and state.device.kind == "cpu":
-        # xdist workers share the cores: avoid oversubscribing them with intra-op threads
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    threads.configure(state.device.kind,
+                      int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
     apply_profile(state.profile, state.seed)
     if state.report_dir is not None and not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(state.report_dir / "junit.xml")

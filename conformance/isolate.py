@@ -336,8 +336,8 @@ def shutdown(children: list[_Child] | None = None, wait: float = 1.0) -> None:
     for child in children:
         while not child._exited() and time.monotonic() < deadline:
             time.sleep(0.01)
+        child.close()  # SIGKILL now: a child marked dead first would get 5 s to exit
         child.dead = True
-        child.close()
 
 
 atexit.register(shutdown)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from conformance import repro_trace, sharding, threads
+from conformance import repro_trace, schedule, sharding, threads
 from conformance.accounting import Accounting, MatrixWarning
 from conformance.deps import PROBED_TAGS
 from conformance.errors import ConfigError
@@ -110,6 +110,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:
     """xdist: hand the controller's seed to every worker."""
     node.workerinput["conformance_seed"] = node.config.stash[STATE].seed
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist: ``-n N`` without ``--dist`` schedules by area (conformance/schedule.py)."""
+    return schedule.make_scheduler(config, log)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -33,7 +33,7 @@ from conformance.isolate import Outcome, _Child, _death, _reply_outcome
 
 START_TIMEOUT = 90.0
 PROBE_TIMEOUT = 10.0
-DEATH_GRACE = 2.0  # seconds the other ranks get to finish after one rank died
+DEATH_GRACE = 2.0  # seconds the other ranks get to finish after one rank died or raised
 GROUP_TIMEOUT = 300.0  # the backend's own collective timeout (ours is per case, shorter)
 TAIL_LINES = 6
 PROBE = "conformance._ranks_case:probe"
@@ -151,6 +151,7 @@ class RankPool:
         replies: list[dict[str, Any] | None] = [None] * self.world
         pending = set(range(self.world))
         died: dict[int, float] = {}
+        cut = f"no reply in {timeout:g} s"  # why the ranks still pending are given up
         while pending:
             for r in sorted(pending):
                 child = self.children[r]
@@ -158,11 +159,19 @@ class RankPool:
                 if reply is not None:
                     replies[r] = {**reply, "seconds": time.monotonic() - start}
                     pending.discard(r)
+                    if reply.get("kind") != "returned" and time.monotonic() + \
+                            DEATH_GRACE < deadline:
+                        # a rank that raised has left the lockstep: the others may wait
+                        # in a collective for it, so they get the grace period only
+                        deadline = time.monotonic() + DEATH_GRACE
+                        cut = f"no reply within {DEATH_GRACE:g} s of rank {r} raising"
                 elif child.dead:
                     died[r] = time.monotonic() - start
                     pending.discard(r)
                     # the others wait for the dead rank: give them a grace period only
-                    deadline = min(deadline, time.monotonic() + DEATH_GRACE)
+                    if time.monotonic() + DEATH_GRACE < deadline:
+                        deadline = time.monotonic() + DEATH_GRACE
+                        cut = f"no reply within {DEATH_GRACE:g} s of rank {r} dying"
             if not pending or time.monotonic() > deadline:
                 break
             time.sleep(0.0005)
@@ -178,7 +187,7 @@ class RankPool:
                     outcomes.append(Outcome("timeout", seconds=time.monotonic() - start,
                                             stderr_tail=tail,
                                             pid=child.pid,
-                                            retire_reason=f"no reply in {timeout:g} s"))
+                                            retire_reason=cut))
                 continue
             if reply["kind"] == "returned":
                 try:
@@ -191,17 +200,24 @@ class RankPool:
                                     seconds=reply["seconds"], pid=child.pid))
         return outcomes, all(r is not None for r in replies)
 
-    def close(self) -> None:
-        """Kill every rank's process group; remove the rendezvous directory."""
+    def ask_exit(self) -> None:
+        """Ask every rank to exit (``close`` then waits for them, briefly)."""
         for child in self.children:
             with contextlib.suppress(OSError):
                 child.outbox.send("exit")
-        deadline = time.monotonic() + 0.5
+
+    def close(self, deadline: float | None = None) -> None:
+        """Kill every rank's process group once it has exited or at ``deadline`` (half a
+        second from now by default, after asking it to exit); remove the rendezvous
+        directory."""
+        if deadline is None:
+            self.ask_exit()
+            deadline = time.monotonic() + 0.5
         for child in self.children:
             while not child._exited() and time.monotonic() < deadline:
                 time.sleep(0.005)
+            child.close()  # SIGKILL now: a child marked dead first would get 5 s to exit
             child.dead = True
-            child.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -281,8 +297,11 @@ def shutdown() -> None:
     with _lock:
         pools = list(_pools.values())
         _pools.clear()
+    for pool in pools:  # every rank of every pool winds down at once
+        pool.ask_exit()
+    deadline = time.monotonic() + 0.5
     for pool in pools:
-        pool.close()
+        pool.close(deadline)
 
 
 atexit.register(shutdown)

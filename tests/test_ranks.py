@@ -82,6 +82,17 @@ def test_a_raising_rank_keeps_the_pool():
     assert _pids(run_ranks(f"{CASES}:rank_sum", world=2)) == _pids(before)
 
 
+def test_a_raising_rank_that_leaves_the_others_waiting_ends_the_case_early():
+    start = time.monotonic()
+    out = run_ranks(f"{CASES}:raise_then_block", 0, world=3, timeout=60)
+    assert time.monotonic() - start < 20  # the grace period, not the 60 s timeout
+    assert out.outcomes[0].raised("ValueError")
+    assert [o.kind for o in out.outcomes[1:]] == ["timeout", "timeout"], out.describe()
+    assert all("of rank 0 raising" in o.retire_reason for o in out.outcomes[1:])
+    assert out.restarted
+    assert run_ranks(f"{CASES}:rank_sum", world=3).ok
+
+
 def test_two_workers_run_collectives_at_the_same_time(tmp_path: Path):
     """Two pytest-xdist workers, each with its own pool, hold a barrier at the same time
     (FileStore rendezvous in per-pool directories: no port is fixed)."""

@@ -57,3 +57,12 @@ def sleep_then_barrier(seconds: float) -> dict[str, float]:
     time.sleep(seconds)
     dist.barrier()
     return {"start": start, "end": time.time(), "rank": here.rank()}
+
+
+def raise_then_block(victim: int) -> float:
+    """``victim`` raises; the others enter an all_reduce that waits for it forever."""
+    if here.rank() == victim:
+        raise ValueError(f"planted error on rank {victim}")
+    x = torch.ones(2)
+    dist.all_reduce(x)
+    return float(x.sum())

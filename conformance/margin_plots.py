@@ -53,7 +53,7 @@ def margin_svg(area: str, rows: dict[str, list[float]]) -> str:
     """One area's plot as an ``<svg>`` element (no XML prolog), ready to inline."""
     import matplotlib
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable
     matplotlib.rcParams["svg.hashsalt"] = "torch-conformance"  # stable ids across runs
@@ -80,7 +80,10 @@ def margin_svg(area: str, rows: dict[str, list[float]]) -> str:
     # plain "1e-3" tick labels: matplotlib's default $10^{-3}$ goes through mathtext, which
     # made the plots most of the report's writing time (25 s for 31 areas)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    # one tick a decade, no minor ticks: the minor ticks of a 12-decade log axis were
+    # half of the drawing time (5.8 -> 2.6 s for 31 areas)
+    ax.xaxis.set_major_locator(LogLocator(base=10, numticks=14))
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", which="major", linewidth=0.3, alpha=0.5)
     fig.tight_layout()

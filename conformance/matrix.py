@@ -65,7 +65,7 @@ def _literal_brackets(pattern: str) -> str:
 class Rule:
     """One tolerance / expected-failure / unsupported entry."""
 
-    kind: str  # "tolerance" | "expected_failure" | "unsupported"
+    kind: str  # "tolerance" | "expected_failure" | "unsupported" | "budget"
     index: int
     area: str
     patterns: tuple[str, ...]
@@ -82,6 +82,7 @@ class Rule:
     versions: tuple[tuple[str, str], ...] = ()  # ((distribution, PEP 440 specifier), ...)
     excepted: tuple[str, ...] = ()  # "except": test ids matched by these are left out
     expect: Expectation | None = None  # expected failures: the failure that must happen
+    profiles: frozenset[str] = frozenset()  # budget entries: the profiles that leave it out
 
     @property
     def is_capability_rule(self) -> bool:
@@ -198,6 +199,7 @@ def _rules(path: Path, data: dict[str, Any]) -> tuple[Rule, ...]:
         ("tolerances", "tolerance"),
         ("expected_failures", "expected_failure"),
         ("unsupported", "unsupported"),
+        ("budget", "budget"),
     ):
         for i, entry in enumerate(data.get(key) or []):
             match = entry.get("match", ())
@@ -223,6 +225,7 @@ def _rules(path: Path, data: dict[str, Any]) -> tuple[Rule, ...]:
                     dtypes=tuple(entry.get("dtypes", ())),
                     versions=versions,
                     expect=Expectation.parse(f"{where}.expect", expect) if expect else None,
+                    profiles=frozenset(entry.get("profiles", ())),
                 )
             )
     return tuple(out)

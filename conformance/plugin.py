@@ -248,6 +248,15 @@ def pytest_collection_modifyitems(
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=f"{UNSUPPORTED_TAG} {reason}"))
             continue
+        budget = [r for r in state.matrix.applicable("budget", item.nodeid, area, key, tags)
+                  if state.profile in r.profiles]
+        if budget:
+            applied.append(budget[0].label)
+            item.add_marker(pytest.mark.skip(reason=(
+                f"{SKIPPED_TAG} left out by the {state.profile} profile: matrix "
+                f"{budget[0].label}: {budget[0].reason} (--profile "
+                f"{' or '.join(p for p in PROFILES if p not in budget[0].profiles)} runs it)")))
+            continue
         missing = _missing_reason(item, state)
         if missing is not None:
             item.add_marker(pytest.mark.skip(reason=f"{SKIPPED_TAG} {missing}"))

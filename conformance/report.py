@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -182,14 +183,19 @@ class Collector:
         return out
 
 
+_ENTRY_IN_REASON = re.compile(r"matrix ([a-z_]+\[\d+\]):")
+
+
 def _count_entry_uses(entries: list[dict[str, Any]], results: list[Entry]) -> None:
     """Set, per matrix entry, how many tests it decided (by label in the test's meta, or
-    for capability entries by the reason they gave)."""
+    for capability entries by the reason they gave); one pass over the results."""
+    uses: dict[str, int] = {}
+    for e in results:
+        labels = set(e.meta.get("matrix_entries") or ()) | set(_ENTRY_IN_REASON.findall(e.reason))
+        for label in labels:
+            uses[label] = uses.get(label, 0) + 1
     for entry in entries:
-        label = entry["entry"]
-        entry["tests"] = sum(
-            1 for e in results
-            if label in (e.meta.get("matrix_entries") or ()) or f"matrix {label}:" in e.reason)
+        entry["tests"] = uses.get(entry["entry"], 0)
 
 
 def build_report(

@@ -94,6 +94,8 @@ class RunState:
         out = []
         for rule in self.matrix.rules:
             why = rule.why_not(self.device.matrix_key, self.device.tags)
+            if why is None and rule.kind == "budget" and self.profile not in rule.profiles:
+                why = f"the {self.profile} profile runs these cases"
             out.append({"entry": rule.label, "area": rule.area, "versions": rule.gate or None,
                         "applies": why is None, "why_not": why, "reason": rule.reason,
                         "link": rule.link,

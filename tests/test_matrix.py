@@ -204,3 +204,26 @@ def test_duplicate_keys_are_rejected(tmp_path, text, line, key):
 def test_strict_loader_is_still_safe(tmp_path):
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_matrix(_write(tmp_path, "version: !!python/object/apply:os.system ['true']\n"))
+
+
+def test_a_budget_entry_skips_in_its_profiles_only(suite, tmp_path):
+    """A budget entry leaves its cases out of the profiles it names (skipped, with the
+    entry and the profile that runs them), and every other profile runs them."""
+    from tests.conftest import SUITE
+
+    data = yaml.safe_load(DEFAULT_MATRIX.read_text())
+    data["budget"] = [{"area": "special.erfcx", "match": "*::test_forward[*",
+                       "devices": ["cpu"], "profiles": ["ci"],
+                       "reason": "a planted budget entry"}]
+    path = _write(tmp_path, data)
+    args = [str(SUITE / "special" / "test_erfcx.py"), "-n", "0", "-q", "--device=cpu",
+            f"--device-matrix={path}", "-k", "test_forward and float32"]
+    for profile, outcome in (("ci", "skipped"), ("dev", "passed")):
+        run = suite(*args, f"--profile={profile}")
+        assert run.returncode == 0, run.output
+        got = {r["outcome"] for r in run.report["results"]}
+        assert got == {outcome}, (profile, got)
+        if outcome == "skipped":
+            reason = run.report["results"][0]["reason"]
+            assert "left out by the ci profile: matrix budget[0]: a planted budget" in reason
+            assert "--profile dev or thorough runs it" in reason

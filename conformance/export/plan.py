@@ -6,8 +6,11 @@ path in the report's ``build_seconds`` notes), so:
 - ci: eager on every model and dtype; ``export`` on every model and variant in float32,
   and on one RNN, LSTM and GRU (the catalogue's ``ci_heavy``) with a dynamic batch in
   float16/bfloat16; the other export paths on those three and the three other models with
-  a dynamic batch and a dynamic length; aoti and executorch on the three with a dynamic
-  batch.
+  a dynamic batch and a dynamic length; with a dynamic batch, aoti on the LSTM and
+  executorch on the LSTM and the bidirectional GRU (``CI_HEAVY``). Each other model costs
+  one more C++ build (7 to 11 s cold on 2 cores) for a finding these already show: the AOTI
+  runtime's unchecked static dims (expected_failures[36]) is the runtime's, and the RNN's
+  ExecuTorch finding is the LSTM's (expected_failures[38]); the GRU's is its own ([39]).
 - dev: ci, with aoti and executorch on every model with a dynamic batch and length (the
   while-loop LSTM's abort under AOTInductor shows there).
 - thorough: everything.
@@ -21,6 +24,7 @@ from __future__ import annotations
 from conformance.export.catalogue import MODELS
 
 HEAVY = ("aoti", "executorch")
+CI_HEAVY = {"aoti": ("lstm",), "executorch": ("lstm", "gru_bi")}
 PLANNED = ("eager", "export", "export.strict", "export.saved", "export.decomposed", *HEAVY)
 
 
@@ -37,6 +41,6 @@ def planned(impl: str, model: str, variant: str, dtype: str, profile: str) -> bo
     if impl in HEAVY:
         if profile == "dev":
             return variant in ("batch", "seq")
-        return variant == "batch" and heavy_subset
+        return variant == "batch" and model in CI_HEAVY[impl]
     return variant in ("batch", "seq") and (heavy_subset or not MODELS[model].recurrent
                                             or profile != "ci")

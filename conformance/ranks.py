@@ -137,9 +137,11 @@ class RankPool:
         return RanksOutcome(tuple(outcomes), self.backend, self.device, self.world,
                             time.monotonic() - self.started, "the ranks did not all join")
 
-    def run(self, payload: bytes, timeout: float) -> tuple[list[Outcome], bool]:
+    def run(self, payload: bytes, timeout: float,
+            lockstep: bool = False) -> tuple[list[Outcome], bool]:
         """Send the case to every rank and wait (one deadline for all); the outcomes and
-        whether every rank replied."""
+        whether every rank replied. ``lockstep``: the ranks run the same collectives to the
+        end, so once one has replied the others get DEATH_GRACE, not the whole timeout."""
         offsets = [c.size() for c in self.children]
         start = time.monotonic()
         for child in self.children:
@@ -159,12 +161,14 @@ class RankPool:
                 if reply is not None:
                     replies[r] = {**reply, "seconds": time.monotonic() - start}
                     pending.discard(r)
-                    if reply.get("kind") != "returned" and time.monotonic() + \
-                            DEATH_GRACE < deadline:
-                        # a rank that raised has left the lockstep: the others may wait
-                        # in a collective for it, so they get the grace period only
+                    raised = reply.get("kind") != "returned"
+                    if (raised or lockstep) and time.monotonic() + DEATH_GRACE < deadline:
+                        # a rank that raised, or replied in a lockstep case, has left the
+                        # collectives: the others may wait in one for it, so they get the
+                        # grace period only
                         deadline = time.monotonic() + DEATH_GRACE
-                        cut = f"no reply within {DEATH_GRACE:g} s of rank {r} raising"
+                        cut = (f"no reply within {DEATH_GRACE:g} s of rank {r} "
+                               + ("raising" if raised else "replying (a lockstep case)"))
                 elif child.dead:
                     died[r] = time.monotonic() - start
                     pending.discard(r)
@@ -243,7 +247,8 @@ def pool_info(backend: str, device: str, world: int,
 
 def run_ranks(fn: Callable[..., Any] | str, *args: Any, backend: str = "gloo",
               device: str = "cpu", world: int = 2, timeout: float = 30.0,
-              env: dict[str, str] | None = None, **kwargs: Any) -> RanksOutcome:
+              env: dict[str, str] | None = None, lockstep: bool = False,
+              **kwargs: Any) -> RanksOutcome:
     """Run ``fn(*args, **kwargs)`` on every rank of the (backend, device, world) pool and
     return every rank's outcome; never raises for what the case does."""
     if _runner is not None:
@@ -262,7 +267,7 @@ def run_ranks(fn: Callable[..., Any] | str, *args: Any, backend: str = "gloo",
             _replace(key, pool, start=False)  # the next case tries again, from scratch
             return failed
         start = time.monotonic()
-        outcomes, complete = pool.run(payload, timeout)
+        outcomes, complete = pool.run(payload, timeout, lockstep)
         seconds = time.monotonic() - start
         restarted = ""
         if not complete:

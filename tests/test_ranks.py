@@ -93,6 +93,15 @@ def test_a_raising_rank_that_leaves_the_others_waiting_ends_the_case_early():
     assert run_ranks(f"{CASES}:rank_sum", world=3).ok
 
 
+def test_a_lockstep_case_gives_the_others_a_grace_after_the_first_reply():
+    start = time.monotonic()
+    out = run_ranks(f"{CASES}:return_then_block", 1, world=2, timeout=60, lockstep=True)
+    assert time.monotonic() - start < 20  # the grace period, not the 60 s timeout
+    assert [o.kind for o in out.outcomes] == ["timeout", "returned"], out.describe()
+    assert "of rank 1 replying (a lockstep case)" in out.outcomes[0].retire_reason
+    assert run_ranks(f"{CASES}:rank_sum", world=2).ok
+
+
 def test_two_workers_run_collectives_at_the_same_time(tmp_path: Path):
     """Two pytest-xdist workers, each with its own pool, hold a barrier at the same time
     (FileStore rendezvous in per-pool directories: no port is fixed)."""

@@ -26,12 +26,13 @@ CLEAR = "non-linear reduction: backward raises a clear error or is correct"
 
 
 def run(request: pytest.FixtureRequest, fn: str, *args: Any, timeout: float = CASE_TIMEOUT,
-        ) -> RanksOutcome:
-    """Run a case function on the pool of the test's (backend, world); notes the pool."""
+        lockstep: bool = False) -> RanksOutcome:
+    """Run a case function on the pool of the test's (backend, world); notes the pool.
+    ``lockstep``: see ``conformance.ranks.RankPool.run``."""
     callspec = request.node.callspec.params
     device = request.getfixturevalue("device")
     outcome = run_ranks(fn, *args, backend=callspec["backend"], device=str(device),
-                        world=callspec["world"], timeout=timeout)
+                        world=callspec["world"], timeout=timeout, lockstep=lockstep)
     rec = request.getfixturevalue("record")
     rec.note(backend=outcome.backend, backend_version=outcome.info.get("backend_version", ""),
              world=outcome.world, pool_start_seconds=outcome.info.get("start_seconds"))

@@ -132,7 +132,11 @@ class CollectiveTests:
         case = _case(self.op, world, "float64", p)
         record.case(**case.params)
         for active in range(world):
-            outcome = run(request, GRADCHECK, case.payload(impl.spec), active, timeout=5)
+            # lockstep: every rank makes gradcheck's calls in the same order, so a rank that
+            # failed its check and returned leaves the others in a collective: they get 2 s
+            # after its reply (the case's own timeout is the default one; 5 s was too short
+            # for a healthy gradcheck on a loaded machine)
+            outcome = run(request, GRADCHECK, case.payload(impl.spec), active, lockstep=True)
             results = require_returned(record, outcome)
             failed = [f"rank {r['rank']}: {r['error']['type']}: {r['error']['message']}"
                       for r in results if not r["ok"]]

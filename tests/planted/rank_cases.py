@@ -66,3 +66,10 @@ def raise_then_block(victim: int) -> float:
     x = torch.ones(2)
     dist.all_reduce(x)
     return float(x.sum())
+
+
+def return_then_block(victim: int) -> int:
+    """``victim`` returns at once; the others enter an all_reduce that waits for it."""
+    if here.rank() != victim:
+        dist.all_reduce(torch.ones(2))
+    return here.rank()

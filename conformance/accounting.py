@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any
 
@@ -25,6 +26,15 @@ class Accounting:
         self.config = config
         self.state = state
         self.collector = collector
+        self._plots: tuple[threading.Thread, dict[str, Any]] | None = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        result = yield
+        if self.state.report_dir is not None:  # every outcome is in: draw the margin plots
+            entries = self.collector.entries.values()
+            self._plots = _draw_in_background([e.to_json() for e in entries])
+        return result
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.collector.add(report)
@@ -66,7 +76,12 @@ class Accounting:
                               self.state.run_info())
         report["vacuous"] = self.vacuous()
         report["areas_without_implementations"] = self.areas_without_impls()
-        write_report(self.state.report_dir, report)
+        plots = None
+        if self._plots is not None:
+            thread, box = self._plots
+            thread.join()
+            plots = box.get("svgs")  # None (drawn again, in the foreground) if it failed
+        write_report(self.state.report_dir, report, plots=plots)
 
     def areas_without_impls(self) -> list[str]:
         return [a for a in self.state.matrix.areas if not self.state.registry.for_area(a)]
@@ -106,3 +121,22 @@ class Accounting:
             tr.write_line(f"report: {self.state.report_dir / 'report.json'}, "
                           f"{self.state.report_dir / 'report.html'}, "
                           f"{self.state.report_dir / 'summary.md'}, {self.config.option.xmlpath}")
+
+
+def _draw_in_background(results: list[dict[str, Any]]) -> tuple[threading.Thread, dict[str, Any]]:
+    """Draw report.html's margin plots in a thread: under xdist it runs while the controller
+    waits for the workers to exit (2 to 3 s), which it otherwise followed."""
+    from conformance.margin_plots import all_area_svgs
+
+    box: dict[str, Any] = {}
+
+    def draw() -> None:
+        try:
+            box["svgs"] = all_area_svgs(results)
+        except Exception as exc:  # the foreground drawing reports it
+            box["error"] = exc
+
+    thread = threading.Thread(target=draw, name="conformance-plots", daemon=True)
+    thread.start()
+    return thread, box
+

@@ -107,15 +107,18 @@ def render_template(name: str, **context: Any) -> str:
     return env.get_template(name).render(**context)
 
 
-def render_html(report: dict[str, Any]) -> str:
+def render_html(report: dict[str, Any], plots: dict[str, str] | None = None) -> str:
+    """report.html (``plots``: the margin plots, if already drawn from these results)."""
     from conformance.margin_plots import all_area_svgs
     from conformance.report import OUTCOMES
 
     failures = [r for r in report["results"] if r["outcome"] in BAD]
+    if plots is None:
+        plots = all_area_svgs(report["results"])
     return render_template("report.html.j2",
         report=report, verdict=verdict(report), outcomes=OUTCOMES,
         environment=_environment(report), rows=_outcome_rows(report),
-        failures=failures, tightest=_tightest(report), plots=all_area_svgs(report["results"]),
+        failures=failures, tightest=_tightest(report), plots=plots,
         expected=_expected_failures(report),
         unsupported=_grouped(report["results"], "unsupported"),
         skipped=_grouped(report["results"], "skipped"), times=area_times(report),

@@ -360,7 +360,10 @@ def _dumps(report: dict[str, Any]) -> str:
     return (text[:-2] + ",\n " if head else "{\n ") + body + "\n}"
 
 
-def write_report(directory: Path, report: dict[str, Any]) -> list[Path]:
+def write_report(directory: Path, report: dict[str, Any],
+                 plots: dict[str, str] | None = None) -> list[Path]:
+    """report.json, summary.md and report.html (``plots``: its margin plots, if drawn
+    already)."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / "report.json"
     json_path.write_text(_dumps(_strict_json(report)) + "\n", encoding="utf-8")
@@ -369,5 +372,5 @@ def write_report(directory: Path, report: dict[str, Any]) -> list[Path]:
     from conformance.html_report import render_html
 
     html_path = directory / "report.html"
-    html_path.write_text(render_html(report), encoding="utf-8")
+    html_path.write_text(render_html(report, plots), encoding="utf-8")
     return [json_path, md_path, html_path]

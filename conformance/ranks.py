@@ -162,20 +162,15 @@ class RankPool:
                     replies[r] = {**reply, "seconds": time.monotonic() - start}
                     pending.discard(r)
                     raised = reply.get("kind") != "returned"
-                    if (raised or lockstep) and time.monotonic() + DEATH_GRACE < deadline:
-                        # a rank that raised, or replied in a lockstep case, has left the
-                        # collectives: the others may wait in one for it, so they get the
-                        # grace period only
-                        deadline = time.monotonic() + DEATH_GRACE
-                        cut = (f"no reply within {DEATH_GRACE:g} s of rank {r} "
-                               + ("raising" if raised else "replying (a lockstep case)"))
+                    if raised or lockstep:  # it has left the collectives the others may
+                        deadline, cut = _grace(deadline, cut, r,  # wait in for it
+                                               "raising" if raised else
+                                               "replying (a lockstep case)")
                 elif child.dead:
                     died[r] = time.monotonic() - start
                     pending.discard(r)
                     # the others wait for the dead rank: give them a grace period only
-                    if time.monotonic() + DEATH_GRACE < deadline:
-                        deadline = time.monotonic() + DEATH_GRACE
-                        cut = f"no reply within {DEATH_GRACE:g} s of rank {r} dying"
+                    deadline, cut = _grace(deadline, cut, r, "dying")
             if not pending or time.monotonic() > deadline:
                 break
             time.sleep(0.0005)
@@ -223,6 +218,15 @@ class RankPool:
             child.close()  # SIGKILL now: a child marked dead first would get 5 s to exit
             child.dead = True
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _grace(deadline: float, cut: str, rank: int, event: str) -> tuple[float, str]:
+    """The deadline and the give-up reason once ``rank`` did ``event``: DEATH_GRACE from
+    now, unless the deadline is sooner."""
+    if time.monotonic() + DEATH_GRACE >= deadline:
+        return deadline, cut
+    return (time.monotonic() + DEATH_GRACE,
+            f"no reply within {DEATH_GRACE:g} s of rank {rank} {event}")
 
 
 Key = tuple[str, str, int, tuple[tuple[str, str], ...]]

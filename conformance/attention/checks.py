@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from conformance.attention.cases import AttnCase
-from conformance.attention.reference import baseline, oracle_reference
+from conformance.attention.reference import references
 from conformance.compare import Measurement, exact
 from conformance.outcomes import unsupported
 from conformance.record import Record
@@ -164,8 +164,7 @@ def check_forward(record: Record, impl: Impl, case: AttnCase, *, lse: bool,
     result = call_impl(impl, case, q, k, v, block_mask_for(case), lse)
     out, got_lse = split_result(result, lse)
     record.require(output_structure(case, q, out, got_lse))
-    ref = oracle_reference(case, q, k, v)
-    base = baseline(case, q, k, v)
+    ref, base = references(case, q, k, v)
     r = 3.0 if case.score_mod == "softcap" else 2.0
     record.require(fa_rule("out within r*baseline error + atol of the float64 oracle",
                            exact_numpy(out), ref.out, base.out, r, case.dtype,
@@ -184,8 +183,7 @@ def check_backward(record: Record, impl: Impl, case: AttnCase) -> None:
     qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
     out = call_impl(impl, case, qg, kg, vg, block_mask_for(case), False)
     dq, dk, dv = torch.autograd.grad(out, (qg, kg, vg), d_out)
-    ref = oracle_reference(case, q, k, v, d_out)
-    base = baseline(case, q, k, v, d_out)
+    ref, base = references(case, q, k, v, d_out)
     for name, got, want, b in (("dQ", dq, ref.dq, base.dq), ("dK", dk, ref.dk, base.dk),
                                ("dV", dv, ref.dv, base.dv)):
         record.require(fa_rule(f"{name} within 3*baseline error + atol of the float64 oracle",

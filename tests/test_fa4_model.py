@@ -74,6 +74,11 @@ FAULTS = [
     ("threshold_in_ln", "rescale_threshold", "at most 2**threshold"),
     ("poly_wrong_coefficient", "software_exp2", "software exp2"),  # (the lse checks too)
     ("p_not_rounded", "p_rounded", "P rounded to the input dtype"),
+    # the backward (issue 20): the sm100 kernel's arithmetic
+    ("ds_from_unrounded_p", "ds_from_declared_p", "dS from the rounded P"),
+    ("dq_missing_scale", "backward_catalogue and float16", "dQ within"),
+    ("gqa_reduce_one_head", "gqa_head_mapping", "dK within"),
+    ("softcap_grad_wrong_sign", "softcap_formula", "dQ within"),
 ]
 
 
@@ -89,10 +94,23 @@ def test_fa4_planted_fault_is_flagged(suite, fault, scope, expected):
     assert failed and all(r["impl"] == f"planted.fa4_{fault}" for r in failed)
 
 
+def test_backward_follows_the_kernels_statement():
+    """Each model's backward is its kernel's (spec.BWD): tiles and the P that dS uses."""
+    from impls.attention.fa4.model import fa4_model_sm90, fa4_model_sm100
+
+    for model in (fa4_model_sm90, fa4_model_sm100):
+        bwd = spec.BWD[model.arch]
+        assert model.config.bwd_tile == bwd["tile"]
+        assert model.config.ds_from_rounded_p == bwd["ds_from_rounded_p"]
+        assert (model.config.dq_scale, model.config.gqa_reduce,
+                model.config.softcap_grad_sign) == (True, "sum", 1.0)
+    assert fa4_model_sm100.with_config("x", dq_scale=False).arch == "sm100"
+
+
 def test_fa4_correct_config_passes(suite):
     """The control: the spec's configuration under a planted name passes the same scopes."""
     run = suite(str(SUITE / "attention"), "-n", "0", "-q", "--no-builtins", "-k",
-                "catalogue or fa4_algorithm",
+                "catalogue or fa4_algorithm or gqa_head_mapping or softcap_formula",
                 "--impl=attention=planted.fa4_faults:correct")
     assert run.returncode == 0, run.stdout[-3000:]
     assert run.report["summary"]["passed"] > 80

@@ -7,6 +7,8 @@ statement (impls/attention/fa4/spec.py), with predictions computed here in float
   tells a rounded P from an unrounded one),
 - the conditional rescaling: O is rescaled exactly when the running max grew by more than
   8 log2 units, so that every P fed to P V is at most 2**8,
+- the backward's dS is computed from the P its kernel declares (spec.BWD: the fp32 P on
+  sm90, the rounded P on sm100; a case whose dK tells them apart),
 - and the result stays within the FlashAttention rule when scores keep growing along the
   row (test_regressions.py::test_growing_scores runs that for every implementation).
 """
@@ -101,6 +103,68 @@ def test_p_rounded_before_pv(impl, dtype, record):
     record.require(Measurement(
         "P rounded to the input dtype before P V", abs(got - rounded), gap / 4,
         f"got {got!r}; with P rounded {rounded!r}, without {unrounded!r}"))
+
+
+def _round_to(x: float, dtype: torch.dtype) -> tuple[float, float]:
+    """(x rounded to dtype, distance of x from the nearest rounding tie in units of the
+    dtype's ulp at x: 0.5 is as far from a tie as a value gets)."""
+    r = float(torch.tensor(x, dtype=torch.float64).to(dtype).double())
+    ulp = torch.finfo(dtype).eps * 2.0 ** (math.frexp(abs(x))[1] - 1)  # at x in [2^e-1, 2^e)
+    frac = (x - r) / ulp
+    return r, 0.5 - abs(frac)
+
+
+def _ds_predictions(a: float, out0: float, lse: float, dtype: torch.dtype
+                    ) -> tuple[float, float, float] | None:
+    """dK of the second key in the ds case (below) from the spec's backward, in float64 with
+    the kernels' fp32 roundings: (from the rounded P, from the fp32 P, the smallest distance
+    of a rounding from a tie), or None where no step's rounding is safely away from a tie."""
+    c = float(np.float32(spec.LOG2E))  # scale 1, no score_mod: c = fp32(log2 e)
+    l2 = float(np.float32(np.float32(lse) * np.float32(spec.LOG2E)))
+    p = float(np.float32(np.exp2(np.float64(np.float32(a * c - l2)))))  # fma, ex2
+    p_r, safe_p = _round_to(p, dtype)
+    delta = float(np.float32(out0))  # dO = e0: Delta = 1 * out[0]
+    factor = float(np.float32(1.0 - delta))  # dP - Delta with dP = dO . v_2 = 1
+    ds_r, safe_r = _round_to(float(np.float32(p_r * factor)), dtype)
+    ds, safe_u = _round_to(float(np.float32(p * factor)), dtype)
+    return ds_r, ds, min(safe_p, safe_r, safe_u)
+
+
+def test_ds_from_declared_p(impl, dtype, record):
+    """One query, keys (0, a) on coordinate 0, V = (0, e0), dO = e0, scale 1: dK[1, 0] =
+    dS_2 = P_2 (1 - out_0), rounded. The spec's backward (spec.BWD) fixes whether the kernel
+    multiplies the fp32 P or the rounded P_r; the case is the first a (over a fixed list)
+    where the two give different dK and every rounding is away from a tie."""
+    rounded_p = spec.BWD[impl.fn.arch]["ds_from_rounded_p"]
+    for a in np.linspace(-0.05, -3.0, 400):
+        q = torch.zeros(1, 1, 1, 64, dtype=dtype)
+        q[..., 0] = 1.0
+        k = torch.zeros(1, 1, 2, 64, dtype=dtype)
+        k[0, 0, 1, 0] = float(a)
+        v = torch.zeros(1, 1, 2, 64, dtype=dtype)
+        v[0, 0, 1, 0] = 1.0
+        with torch.no_grad():
+            out, lse = impl.fn(q, k, v, scale=1.0, return_lse=True)
+        a_d = float(k[0, 0, 1, 0].double())
+        ds_r, ds, safe = _ds_predictions(a_d, float(out[0, 0, 0, 0]), float(lse[0, 0, 0]),
+                                         dtype)
+        if ds_r != ds and safe > 1.0 / 16:
+            break
+    else:
+        pytest.fail("no case in the list tells dS from P and from P_r apart")
+    k.requires_grad_(True)
+    d_out = torch.zeros_like(q)
+    d_out[..., 0] = 1.0
+    got_out = impl.fn(q, k, v, scale=1.0)
+    (dk,) = torch.autograd.grad(got_out, k, d_out)
+    got = float(dk[0, 0, 1, 0].double())
+    want, other = (ds_r, ds) if rounded_p else (ds, ds_r)
+    record.case(dtype=str(dtype), a=a_d, arch=impl.fn.arch, ds_from_rounded_p=rounded_p,
+                tie_distance=safe)
+    record.require(Measurement(
+        f"dS from the {'rounded' if rounded_p else 'fp32'} P (spec.BWD[{impl.fn.arch!r}])",
+        abs(got - want), abs(want - other) / 4,
+        f"dK = {got!r}; from the rounded P {ds_r!r}, from the fp32 P {ds!r}"))
 
 
 def _staircase(dtype: torch.dtype, growth: float, tiles: int) -> tuple[torch.Tensor, ...]:

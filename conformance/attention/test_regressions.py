@@ -102,7 +102,8 @@ def test_fully_masked_rows(impl, dtype, device, record):
 @pytest.mark.parametrize("hkv", [1, 2], ids=lambda h: "mqa" if h == 1 else f"gqa{8 // h}")
 @pytest.mark.parametrize("mask", [None, "causal_br"], ids=lambda m: m or "nomask")
 def test_gqa_head_mapping(impl, dtype, device, record, mask, hkv):
-    """GQA/MQA: query head h must read key/value head h // (Hq / Hkv). Dense, so that an
+    """GQA/MQA: query head h must read key/value head h // (Hq / Hkv), and the gradients of
+    a key/value head are the sum over its group's query heads. Dense, so that an
     implementation without masks is checked too, and with a causal mask, so that the FLASH
     path is exercised with its usual mask."""
     dims = impl.caps.limits.get("head_dims", [128])
@@ -110,6 +111,8 @@ def test_gqa_head_mapping(impl, dtype, device, record, mask, hkv):
     case = AttnCase(1, 8, hkv, 128, 128, d, d, dtype, mask, None, seed=hkv, device=device)
     require_claimed(impl, case)
     check_forward(record, impl, case, lse=impl.caps.claims("lse"))
+    if impl.caps.claims("backward"):
+        check_backward(record, impl, case)
 
 
 @pytest.mark.parametrize("cap", [2.0, 5.0], ids=lambda c: f"cap{c:g}")

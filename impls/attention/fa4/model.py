@@ -13,6 +13,10 @@ modelled and how:
 - Hardware ex2.approx.ftz: fp32 exp2 (its 2**-22 relative error is below what the checks
   resolve), with results below 2**-126 flushed to zero.
 - Software exp2: exactly the spec's clamp, floor, Horner polynomial and exponent-bit add.
+- Backward: the kernel's tiles and accumulation orders (spec.BWD): dK/dV over a kv tile's q
+  tiles in increasing order, dQ over its kv tiles in increasing order (the dQ kernels own
+  their tile: no atomics); dS from the fp32 P (sm90) or the rounded P (sm100); the softcap
+  derivative as the kernels compute it, 1 - t*t with t = x / cap.
 
 ``Fa4Config`` holds the knobs a kernel could get wrong; the planted faults in
 tests/planted/fa4_faults.py are configs. ``Fa4Model`` is an attention implementation under
@@ -44,6 +48,13 @@ class Fa4Config:
     poly: tuple[float, ...] = spec.EXP2_POLY
     round_p: bool = True
     stale_max: bool = True  # False: a skipped rescale still moves the max (a planted fault)
+    # backward (spec.BWD): (q-tile rows, kv-tile columns) and the P that dS is computed from
+    bwd_tile: tuple[int, int] = spec.BWD["sm100"]["tile"]
+    ds_from_rounded_p: bool = spec.BWD["sm100"]["ds_from_rounded_p"]
+    # the knobs below exist for planted faults; the spec's values are the defaults
+    dq_scale: bool = True  # False: dQ misses the softmax scale
+    gqa_reduce: str = "sum"  # "first": dK/dV of a GQA group taken from its first head only
+    softcap_grad_sign: float = 1.0  # -1.0: the softcap derivative with the wrong sign
 
 
 @dataclass
@@ -181,7 +192,9 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: _Mods, cfg:
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
              lse: torch.Tensor, d_out: torch.Tensor, mods: _Mods, cfg: Fa4Config
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Spec backward steps 1-5 with k, v expanded: fp32 (dQ, dK, dV), not yet rounded."""
+    """Spec backward steps 1-5 with k, v expanded: fp32 (dQ, dK, dV), not yet rounded.
+    Tiles and orders as the kernels (spec.BWD): kv tiles ascending outside (dQ's order), a kv
+    tile's q tiles ascending inside (dK/dV's order)."""
     b, h, sq, _ = q.shape
     sk, dtype = k.shape[2], q.dtype
     delta = (d_out.to(F32) * out.to(F32)).sum(-1, keepdim=True, dtype=F32)  # step 1
@@ -190,8 +203,9 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     dq = torch.zeros(q.shape, dtype=F32)
     dk = torch.zeros(k.shape, dtype=F32)
     dvv = torch.zeros(v.shape, dtype=F32)
-    block_m = spec.BLOCK_M
-    for lo, hi in _tiles(sk, cfg.block_n):
+    block_m, block_n = cfg.bwd_tile
+    for lo in range(0, sk, block_n):
+        hi = min(lo + block_n, sk)
         for qlo in range(0, sq, block_m):
             qhi = min(qlo + block_m, sq)
             qt, dot = q[:, :, qlo:qhi], d_out[:, :, qlo:qhi]
@@ -200,19 +214,31 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
             s = _mma(qt, k[:, :, lo:hi].transpose(-1, -2))
             x, c = mods.scores(s, idx)  # step 2
             p = hardware_exp2(fma32(x, c, -l2[:, :, qlo:qhi]))
-            dvv[:, :, lo:hi] += _mma(_round(p, dtype).transpose(-1, -2), dot)  # step 3
+            pr = _round(p, dtype)
+            dvv[:, :, lo:hi] += _mma(pr.transpose(-1, -2), dot)  # step 3
             dp = _mma(dot, v[:, :, lo:hi].transpose(-1, -2))  # step 4
-            ds = (p * (dp - delta[:, :, qlo:qhi])).to(F32)
+            ds = ((pr if cfg.ds_from_rounded_p else p) * (dp - delta[:, :, qlo:qhi])).to(F32)
             if mods.score_mod is not None:
-                ds = (ds * _mod_grad(mods, s, idx)).to(F32)
+                ds = (ds * _mod_grad(mods, s, x, idx, cfg)).to(F32)
             dsr = _round(ds, dtype)
             dk[:, :, lo:hi] += _mma(dsr.transpose(-1, -2), qt)  # step 5
             dq[:, :, qlo:qhi] += _mma(dsr, k[:, :, lo:hi])
-    return (dq * _f32(mods.scale)).to(F32), (dk * _f32(mods.scale)).to(F32), dvv
+    dq_factor = _f32(mods.scale) if cfg.dq_scale else 1.0
+    return (dq * dq_factor).to(F32), (dk * _f32(mods.scale)).to(F32), dvv
 
 
-def _mod_grad(mods: _Mods, s: torch.Tensor, idx: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """d score_mod(z) / dz at z = fp32(S * scale), elementwise (autograd on the mod)."""
+def _mod_grad(mods: _Mods, s: torch.Tensor, x: torch.Tensor, idx: tuple[torch.Tensor, ...],
+              cfg: Fa4Config) -> torch.Tensor:
+    """d score_mod(z) / dz at z = fp32(S * scale), elementwise. The kernels' mods as they
+    compute them (spec.BWD): softcap 1 - t*t with t = x / cap in fp32 (0 where x is masked),
+    additive mods 1; any other mod by autograd on it."""
+    kind = getattr(mods.score_mod, "conformance_kind", None)
+    if kind == "softcap":
+        t = (x / _f32(mods.score_mod.conformance_params["cap"])).to(F32)
+        g = (1.0 - (t * t).to(F32)).to(F32) * cfg.softcap_grad_sign
+        return torch.where(torch.isfinite(x), g, torch.zeros_like(g))
+    if kind == "alibi":
+        return torch.ones_like(x)
     with torch.enable_grad():
         z = (s * mods.scale).to(F32).detach().requires_grad_(True)
         y = torch.broadcast_to(mods.score_mod(z, *idx), z.shape)
@@ -222,6 +248,14 @@ def _mod_grad(mods: _Mods, s: torch.Tensor, idx: tuple[torch.Tensor, ...]) -> to
 
 def _expand(x: torch.Tensor, group: int) -> torch.Tensor:
     return x.repeat_interleave(group, dim=1) if group > 1 else x
+
+
+def _sum_heads(x: torch.Tensor, group: int) -> torch.Tensor:
+    return x.unflatten(1, (-1, group)).sum(2)
+
+
+def _first_head(x: torch.Tensor, group: int) -> torch.Tensor:  # a planted fault's reduction
+    return x.unflatten(1, (-1, group))[:, :, 0]
 
 
 class _Function(torch.autograd.Function):
@@ -243,8 +277,8 @@ class _Function(torch.autograd.Function):
         dq, dk, dv = backward(q, ke, ve, out, lse, d_out.to(q.dtype), ctx.mods, ctx.cfg)
         g = ctx.group
         if g > 1:  # GQA: sum the group's heads in fp32, then round
-            dk = dk.unflatten(1, (-1, g)).sum(2)
-            dv = dv.unflatten(1, (-1, g)).sum(2)
+            reduce = _first_head if ctx.cfg.gqa_reduce == "first" else _sum_heads
+            dk, dv = reduce(dk, g), reduce(dv, g)
         return dq.to(q.dtype), dk.to(q.dtype), dv.to(q.dtype), None, None
 
 
@@ -256,16 +290,18 @@ class Fa4Model:
     conformance_features: ClassVar[tuple[str, ...]] = (
         "mask", "score_mod", "gqa", "dv_ne_d", "fully_masked_rows", "scale", "lse",
         "backward", "fa4_algorithm")
-    conformance_limits: ClassVar[dict[str, list[int]]] = {"head_dims": [64, 128]}
+    conformance_limits: ClassVar[dict[str, list[int]]] = {"head_dims": [64, 96, 128, 192]}
     # a test of our kernel's arithmetic, not of the device: opt-in (--emulated)
     conformance_emulation: ClassVar[str] = "the FA4 kernel's numerics model on the CPU"
 
-    def __init__(self, name: str, config: Fa4Config) -> None:
+    def __init__(self, name: str, arch: str, config: Fa4Config) -> None:
         self.conformance_name = name
+        self.arch = arch  # the kernel modelled: its backward follows spec.BWD[arch]
         self.config = config
 
     def with_config(self, name: str, **changes: Any) -> Fa4Model:
-        return Fa4Model(name, replace(self.config, **changes))
+        """The same kernel with some knobs changed (the planted faults)."""
+        return Fa4Model(name, self.arch, replace(self.config, **changes))
 
     def __call__(self, q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
                  return_lse=False):
@@ -298,5 +334,7 @@ class Fa4Model:
         return software_exp2(y, self.config.poly)
 
 
-fa4_model_sm100 = Fa4Model("fa4_model.sm100", Fa4Config())
-fa4_model_sm90 = Fa4Model("fa4_model.sm90", Fa4Config(emu_from=None))
+fa4_model_sm100 = Fa4Model("fa4_model.sm100", "sm100", Fa4Config())
+fa4_model_sm90 = Fa4Model("fa4_model.sm90", "sm90", Fa4Config(
+    emu_from=None, bwd_tile=spec.BWD["sm90"]["tile"],
+    ds_from_rounded_p=spec.BWD["sm90"]["ds_from_rounded_p"]))

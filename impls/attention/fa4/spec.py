@@ -38,6 +38,15 @@ kv tiles in kv-tile order):
     derivative where there is one; dS_r = dS rounded to the input dtype.
  5. dK += dS_r^T Q, dQ += dS_r K (fp32); at the end dK, dQ *= scale (after the score_mod
     derivative), dK/dV summed over the query heads of a GQA group, rounded to the dtype.
+
+What the two kernels' backward passes fix beyond that (BWD below):
+ - tiles: dK/dV visit a kv tile's q tiles in increasing order; dQ is owned by one CTA per q
+   tile (a separate dQ kernel, no atomics: deterministic) and accumulates its kv tiles in
+   increasing order.  sm90: 64 x 64 tiles; sm100: 128 x 128.
+ - the P in step 4: sm90 keeps the fp32 P; sm100 keeps only the 16-bit P_r (written to TMEM
+   for the dV MMA) and computes dS = fp32(P_r) * (dP - Delta).
+ - the score_mod derivatives: softcap x = cap tanh(z / cap) gives 1 - t*t with t = x / cap
+   (fp32, correctly rounded division; the tanh is not recomputed); ALiBi (additive) gives 1.
 """
 
 from __future__ import annotations
@@ -51,3 +60,9 @@ EMU_FROM = 24  # software exp2 on columns j % 32 >= 24 (a quarter), sm100
 EXP2_POLY = (1.0, 0.6954243183135986, 0.226307675242424, 0.07826796919107437)  # fp32 values
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
+
+# Backward, per kernel: (q-tile rows, kv-tile columns), dS from the rounded P
+BWD = {
+    "sm90": {"tile": (64, 64), "ds_from_rounded_p": False},
+    "sm100": {"tile": (128, 128), "ds_from_rounded_p": True},
+}

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from conformance import memo, repro_trace, schedule, sharding, threads
+from conformance import deadline, memo, repro_trace, schedule, sharding, threads
 from conformance.accounting import Accounting, MatrixWarning
 from conformance.deps import PROBED_TAGS
 from conformance.errors import ConfigError
@@ -82,6 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a standalone reproducer script (torch and numpy only) for "
                          "every failed check into DIR")
     sharding.addoption(group)
+    deadline.addoption(group)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -96,6 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     state.shard = sharding.configure(config)
+    deadline.configure(config)
     config.stash[STATE] = state
     config.stash[COLLECTOR] = Collector()
     threads.configure(state.device.kind,
@@ -116,6 +118,12 @@ def pytest_configure_node(node: Any) -> None:
     """xdist: hand the controller's seed and memo directory to every worker."""
     node.workerinput["conformance_seed"] = node.config.stash[STATE].seed
     node.workerinput["conformance_memo_dir"] = memo.directory()
+    deadline.configure_node(node)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    deadline.check(item)  # --time-budget: past it, the test is skipped for time
 
 
 @pytest.hookimpl(trylast=True)

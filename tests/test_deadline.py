@@ -1,0 +1,40 @@
+"""--time-budget (conformance/deadline.py): past the budget no test starts, the rest are
+reported skipped with the reason, the report is still written; a bad value is a usage error."""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import SUITE
+
+SLOW = """
+import time
+import pytest
+
+@pytest.mark.parametrize("i", range(6))
+def test_slow(i):
+    time.sleep(2.0)
+"""
+
+
+def test_tests_after_the_budget_are_skipped_for_time(suite, tmp_path):
+    """Six 2 s tests and a 5 s budget: the first starts at once, and whatever starts after
+    5 s is skipped (at most three run, however slow the start)."""
+    slow = tmp_path / "slow_tests"
+    slow.mkdir()
+    (slow / "test_slow.py").write_text(SLOW)
+    run = suite(str(slow), "-n", "0", "-q", "-rs", "--time-budget", "5", report=False)
+    assert run.returncode == 0, run.output[-2000:]
+    counts = re.search(r"(\d+) passed, (\d+) skipped", run.stdout)
+    assert counts, run.stdout[-2000:]
+    passed, skipped = int(counts.group(1)), int(counts.group(2))
+    assert 1 <= passed <= 3 and passed + skipped == 6, run.stdout[-2000:]
+    assert f"SKIPPED [{skipped}]" in run.stdout and "time budget spent" in run.stdout
+
+
+def test_a_budget_must_be_positive(suite):
+    for bad in ("0", "-5", "soon"):
+        run = suite(str(SUITE / "topk"), "-q", "--time-budget", bad, report=False)
+        assert run.returncode == 4
+        assert "--time-budget takes a positive number of seconds" in run.stderr
+        assert "Traceback" not in run.stderr

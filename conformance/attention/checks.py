@@ -104,11 +104,39 @@ def require_claimed(impl: Impl, case: AttnCase, *, lse: bool = False,
     """Mark the case unsupported if the implementation does not declare what it needs."""
     lacks = impl.caps.lacks(features=case.features(lse=lse, backward=backward))
     if lacks is None:
-        allowed = impl.caps.limits.get("head_dims")
-        if allowed is not None and (case.d not in allowed or case.dv not in allowed):
-            lacks = f"declares head dims {list(allowed)}, not D={case.d}, Dv={case.dv}"
+        lacks = shape_lacks(impl.caps.limits, case.d, case.dv, case.mask, case.score_mod,
+                            backward=backward)
     if lacks:
         unsupported(f"implementation {impl.name} {lacks}")
+
+
+def claims_backward(impl: Impl, case: AttnCase) -> bool:
+    """Whether a forward case's backward is also declared (the feature and the shape)."""
+    return (impl.caps.claims("backward") and shape_lacks(
+        impl.caps.limits, case.d, case.dv, case.mask, case.score_mod, backward=True) is None)
+
+
+def shape_lacks(limits: dict[str, Any], d: int, dv: int, mask: str | None,
+                score_mod: str | None, backward: bool = False) -> str | None:
+    """Why the declared limits exclude this head-dim shape (with this mask and score mod),
+    or None: ``head_dims`` (D and Dv), ``backward_head_dims`` (those with a backward),
+    ``dv_pairs`` (the [D, Dv] pairs with Dv != D) and ``head_dim_combos`` (per head dim,
+    the [mask, score_mod] pairs it supports; "nomask" / "nomod" for none).
+    docs/contracts.md."""
+    allowed = limits.get("head_dims")
+    if allowed is not None and (d not in allowed or dv not in allowed):
+        return f"declares head dims {list(allowed)}, not D={d}, Dv={dv}"
+    with_bwd = limits.get("backward_head_dims")
+    if backward and with_bwd is not None and (d not in with_bwd or dv not in with_bwd):
+        return f"declares a backward at head dims {list(with_bwd)}, not D={d}, Dv={dv}"
+    pairs = limits.get("dv_pairs")
+    if d != dv and pairs is not None and [d, dv] not in [list(p) for p in pairs]:
+        return f"declares (D, Dv) pairs {[list(p) for p in pairs]}, not [{d}, {dv}]"
+    combos = (limits.get("head_dim_combos") or {}).get(str(d))
+    combo = [mask or "nomask", score_mod or "nomod"]
+    if combos is not None and combo not in [list(c) for c in combos]:
+        return f"declares at D={d} only the mask+score_mod pairs {[list(c) for c in combos]}"
+    return None
 
 
 STRUCTURE = ("output structure (out: q's dtype and device, (B, Hq, Sq, Dv); lse: float32, "

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from conformance.attention.cases import AttnCase
 from conformance.attention.catalogue import MASKS, SCORE_MODS, Geometry
+from conformance.attention.checks import shape_lacks
 from conformance.registry import Impl
 
 SEQ_LENS = (1, 3, 17, 113, 127, 128, 129, 239)
@@ -29,7 +30,9 @@ def attn_cases(draw: st.DrawFn, impl: Impl, dtype: torch.dtype, device: torch.de
     dims = [d for d in HEAD_DIMS if d in caps.limits.get("head_dims", HEAD_DIMS)]
     assume(dims)
     d = draw(st.sampled_from(dims), label="D")
-    dv = draw(st.sampled_from(dims), label="Dv") if caps.claims("dv_ne_d") else d
+    pairs = caps.limits.get("dv_pairs")
+    dvs = dims if pairs is None else [d, *(p[1] for p in pairs if p[0] == d and p[1] in dims)]
+    dv = draw(st.sampled_from(dvs), label="Dv") if caps.claims("dv_ne_d") else d
     geo = Geometry(batch, hq, sq, sk)
     masks = [m for m, e in MASKS.items() if caps.claims(f"mask.{m}") and e.applies(geo)]
     mask = draw(st.sampled_from([None, *masks]), label="mask")
@@ -40,4 +43,5 @@ def attn_cases(draw: st.DrawFn, impl: Impl, dtype: torch.dtype, device: torch.de
     seed = draw(st.integers(0, 2**31 - 1), label="seed")
     case = AttnCase(batch, hq, hkv, sq, sk, d, dv, dtype, mask, score_mod, scale, seed, device)
     assume(caps.lacks(features=case.features(lse=lse, backward=backward)) is None)
+    assume(shape_lacks(caps.limits, d, dv, mask, score_mod, backward) is None)
     return case

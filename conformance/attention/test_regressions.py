@@ -27,6 +27,7 @@ from conformance.attention.checks import (
     call_impl,
     check_backward,
     check_forward,
+    claims_backward,
     require_claimed,
 )
 from conformance.compare import Measurement
@@ -94,7 +95,7 @@ def test_fully_masked_rows(impl, dtype, device, record):
     assert case.has_fully_masked_rows
     require_claimed(impl, case)
     check_forward(record, impl, case, lse=impl.caps.claims("lse"))
-    if impl.caps.claims("backward"):
+    if claims_backward(impl, case):
         check_backward(record, impl, case)
 
 
@@ -111,7 +112,20 @@ def test_gqa_head_mapping(impl, dtype, device, record, mask, hkv):
     case = AttnCase(1, 8, hkv, 128, 128, d, d, dtype, mask, None, seed=hkv, device=device)
     require_claimed(impl, case)
     check_forward(record, impl, case, lse=impl.caps.claims("lse"))
-    if impl.caps.claims("backward"):
+    if claims_backward(impl, case):
+        check_backward(record, impl, case)
+
+
+@pytest.mark.parametrize(("d", "dv"), [(96, 96), (192, 192), (192, 128)],
+                         ids=["d96", "d192", "d192v128"])
+def test_head_dim_shapes(impl, dtype, device, record, d, dv):
+    """Head dims beyond 64 / 128: 96 (e.g. Phi) and 192, and the MLA-style Dv != D of
+    192 / 128, where FlashAttention kernels use other tile shapes and pipelines. Sq != Sk,
+    neither a multiple of a tile, GQA 2:1; forward, and backward where declared."""
+    case = AttnCase(1, 4, 2, 77, 131, d, dv, dtype, None, None, seed=d + dv, device=device)
+    require_claimed(impl, case)
+    check_forward(record, impl, case, lse=impl.caps.claims("lse"))
+    if claims_backward(impl, case):
         check_backward(record, impl, case)
 
 
@@ -124,7 +138,7 @@ def test_softcap_formula_and_gradient(impl, dtype, device, record, cap):
     case.params["score_mod"]["cap"] = cap
     require_claimed(impl, case)
     check_forward(record, impl, case, lse=impl.caps.claims("lse"))
-    if impl.caps.claims("backward"):
+    if claims_backward(impl, case):
         check_backward(record, impl, case)
 
 
@@ -180,7 +194,7 @@ def test_fresh_seed_cases(impl, dtype, device, record, params):
     case = AttnCase(b, hq, hkv, sq, sk, d, dv, dtype, mask, mod, scale, seed, device)
     require_claimed(impl, case)
     check_forward(record, impl, case, lse=impl.caps.claims("lse"))
-    if impl.caps.claims("backward"):
+    if claims_backward(impl, case):
         check_backward(record, impl, case)
 
 

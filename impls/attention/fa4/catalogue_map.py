@@ -51,3 +51,21 @@ def recognise(q: torch.Tensor, k: torch.Tensor, score_mod: Any, block_mask: Any,
     else:
         raise NotImplementedError(f"{who} cannot express score_mod {mod_kind or score_mod!r}")
     return mask, mod, params
+
+
+# Head-dim shapes beyond D = 64 / 128 compile a covering set of variants, not the whole
+# mask x score_mod product (compile time): every mask and every score_mod at each shape.
+COVER_SHAPES = ((96, 96), (192, 192), (192, 128))
+COVER_PAIRS = (("none", "none"), ("causal", "softcap"), ("document", "alibi"),
+               ("sliding_window", "none"))
+_CATALOGUE = {"none": "nomask", "causal": "causal_br"}
+
+
+def shape_limits(head_dims: list[int], cover_shapes: tuple[tuple[int, int], ...] = COVER_SHAPES,
+                 cover_pairs: tuple[tuple[str, str], ...] = COVER_PAIRS) -> dict:
+    """An adapter's conformance_limits for these shapes (docs/contracts.md): head_dims, the
+    Dv != D pairs, and at each covering-set head dim the catalogue's mask + score_mod pairs."""
+    combos = [[_CATALOGUE.get(m, m), "nomod" if s == "none" else s] for m, s in cover_pairs]
+    return {"head_dims": sorted(head_dims),
+            "dv_pairs": [[d, dv] for d, dv in cover_shapes if d != dv],
+            "head_dim_combos": {str(d): combos for d in sorted({d for d, _ in cover_shapes})}}

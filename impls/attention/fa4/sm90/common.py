@@ -7,6 +7,7 @@ Everything here runs at trace time inside ``@cute.jit`` / ``@cute.kernel`` funct
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import cutlass
@@ -21,6 +22,10 @@ SCORE_MODS = ("none", "softcap", "alibi")
 NEG_INF = -math.inf
 
 
+# (D, Dv) pairs the kernels compile: q, k have head dim D, v and out Dv (MLA-style 192/128).
+SHAPES = ((64, 64), (128, 128), (96, 96), (192, 192), (192, 128))
+
+
 @dataclass(frozen=True)
 class Variant:
     """One compiled kernel: everything that is a compile-time constant.
@@ -30,21 +35,45 @@ class Variant:
     """
 
     dtype: str  # "float16" | "bfloat16"
-    head_dim: int  # 64 | 128
+    head_dim: int  # D of q and k
     mask: str = "none"  # one of MASKS; "causal" is bottom-right aligned (q + Sk - Sq >= kv)
     score_mod: str = "none"  # one of SCORE_MODS
+    head_dim_v: int = 0  # Dv of v and out; 0 means Dv = D
 
     def __post_init__(self) -> None:
+        if self.head_dim_v == 0:
+            object.__setattr__(self, "head_dim_v", self.head_dim)
         if self.dtype not in ("float16", "bfloat16"):
             raise ValueError(f"dtype {self.dtype!r}")
-        if self.head_dim not in (64, 128):
-            raise ValueError(f"head_dim {self.head_dim}")
+        if (self.head_dim, self.head_dim_v) not in SHAPES:
+            raise ValueError(f"(D, Dv) = ({self.head_dim}, {self.head_dim_v}) not in {SHAPES}")
         if self.mask not in MASKS or self.score_mod not in SCORE_MODS:
             raise ValueError(f"mask {self.mask!r} / score_mod {self.score_mod!r}")
 
     @property
+    def shape(self) -> tuple[int, int]:
+        return self.head_dim, self.head_dim_v
+
+    @property
+    def shape_tag(self) -> str:
+        """'d128' when Dv = D, else 'd192v128'."""
+        d, dv = self.shape
+        return f"d{d}" if d == dv else f"d{d}v{dv}"
+
+    @property
     def name(self) -> str:
-        return f"{self.dtype}-d{self.head_dim}-{self.mask}-{self.score_mod}"
+        return f"{self.dtype}-{self.shape_tag}-{self.mask}-{self.score_mod}"
+
+    @classmethod
+    def parse(cls, name: str) -> Variant:
+        """'float16-d128-causal-softcap' or 'bfloat16-d192v128-none-none' -> Variant."""
+        m = re.fullmatch(r"(\w+?)-d(\d+)(?:v(\d+))?-(\w+)-(\w+)", name)
+        if m is None:
+            raise ValueError(f"not a variant name: {name!r}")
+        dtype, d, dv, mask, mod = m.groups()
+        if dv is not None and int(dv) == int(d):
+            raise ValueError(f"{name!r}: write d{d}, not d{d}v{dv}")
+        return cls(dtype, int(d), mask, mod, int(dv or 0))
 
     @property
     def cutlass_dtype(self) -> type[cutlass.Numeric]:

@@ -2,13 +2,15 @@
 
 CTA = one Q tile of BLOCK_M = 128 rows of one (batch, query head); 3 warpgroups:
   * warpgroup 0, warp 0: producer. TMA-loads the two 64-row halves of Q once, then K and V
-    tiles (BLOCK_N = 128 rows each) from the last live kv tile to the first into two 2-stage
-    mbarrier pipelines (one for K, one for V). It gives registers away (setmaxnreg 40 at
-    D = 64, 32 at D = 128).
+    tiles (BLOCK_N = 128 rows each) from the last live kv tile to the first into two mbarrier
+    pipelines (one for K, one for V; stages per shape in FWD_SHAPES). It gives registers away
+    (setmaxnreg 40 at D = 64, 32 otherwise).
   * warpgroups 1 and 2: consumers, 64 query rows each (setmaxnreg 232 / 240). Per kv tile j they
     issue S_j = Q K_j^T (wgmma, smem operands) and O += P_{j-1} V_{j-1} (wgmma, P from
     registers) back to back, wait for S_j only, run the softmax of tile j while the P·V wgmma
     is still in flight (intra-warpgroup overlap, as FA3), then wait for it and rescale O.
+    At D = Dv = 192 (registers) the loop is serial: S_j, softmax, O *= alpha, O += P_j V_j.
+q and k have head dim D, v and out Dv (FWD_SHAPES lists the (D, Dv) pairs).
 The order of operations on O, m and l is exactly spec fwd 1-7; only the issue order differs.
 Output and lse are written straight from registers with row predicates (no TMA store).
 """
@@ -16,6 +18,7 @@ Output and lse are written straight from registers with row predicates (no TMA s
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import cutlass
 import cutlass.cute as cute
@@ -43,25 +46,46 @@ from impls.attention.fa4.sm90.common import (
 )
 
 WG_ROWS = 64  # query rows per consumer warpgroup (one m64 wgmma)
-KV_STAGES = 2
-# setmaxnreg budgets (producer, consumer) per head dim; 1 x producer + 2 x consumer <= 512.
+
+
+@dataclass(frozen=True)
+class FwdShape:
+    """Per-(D, Dv) budget: setmaxnreg (producer, consumer), K and V pipeline stages."""
+
+    regs: tuple[int, int]  # 1 x producer + 2 x consumer <= 512 (64K registers, 384 threads)
+    k_stages: int = 2
+    v_stages: int = 2
+    overlap: bool = True  # S_n = Q K_n^T and O += P_{n+1} V_{n+1} in flight together
+    late_out: bool = False  # output partitions made after the loop (no address held across it)
+
+
 # ptxas allocates each role within its budget: 24 for the producer spilled a few bytes at
-# D = 64 (document + alibi), and D = 128 consumers need the full 240.
-REGS = {64: (40, 232), 128: (32, 240)}
+# D = 64 (document + alibi); from D = 96 on the consumers get the largest budget, 240.
+# Shared memory (Q 128 x D, K stages x 128 x D, V stages x 128 x Dv, 16-bit) must stay
+# within 227 KB: at D = Dv = 192 two K and two V stages need 240 KB, so K gets one stage
+# (a K tile is released right after its S = Q K^T, before the softmax) and V two: 192 KB.
+FWD_SHAPES = {
+    (64, 64): FwdShape((40, 232)),
+    (128, 128): FwdShape((32, 240)),
+    (96, 96): FwdShape((32, 240)),
+    (192, 192): FwdShape((32, 240), k_stages=1, overlap=False, late_out=True),
+    (192, 128): FwdShape((32, 240), late_out=True),
+}
 
 
 class FwdSm90:
     """Forward kernel for one compile-time :class:`Variant`.
 
-    Call (under ``cute.compile``) with torch-layout tensors: q (B, Hq, Sq, D), k/v
-    (B, Hkv, Sk, D), o like q, lse (B, Hq, Sq) fp32; scalars scale, c (spec fwd 2), window,
-    softcap; optional alibi slopes (Hq,) fp32, doc_q (Sq,) / doc_kv (Sk,) int32.
+    Call (under ``cute.compile``) with torch-layout tensors: q (B, Hq, Sq, D), k (B, Hkv, Sk, D),
+    v (B, Hkv, Sk, Dv), o (B, Hq, Sq, Dv), lse (B, Hq, Sq) fp32; scalars scale, c (spec fwd 2),
+    window, softcap; optional alibi slopes (Hq,) fp32, doc_q (Sq,) / doc_kv (Sk,) int32.
     """
 
     def __init__(self, variant: Variant):
         self.variant = variant
         self.dtype = variant.cutlass_dtype
-        self.d = variant.head_dim
+        self.d, self.dv = variant.shape
+        self.cfg = FWD_SHAPES[variant.shape]
         self.block_m = spec.BLOCK_M
         self.block_n = spec.BLOCK_N
         assert self.block_m == 2 * WG_ROWS
@@ -73,7 +97,8 @@ class FwdSm90:
                  lse: cute.Tensor, scale: cutlass.Float32, c: cutlass.Float32,
                  window: cutlass.Int32, softcap: cutlass.Float32, alibi: cute.Tensor,
                  doc_q: cute.Tensor, doc_kv: cute.Tensor, stream):
-        d, bn, dt = self.d, self.block_n, self.dtype
+        d, dv, bn, dt = self.d, self.dv, self.block_n, self.dtype
+        ks, vs = self.cfg.k_stages, self.cfg.v_stages
         # Views with the MMA's (rows, K, head, batch) mode order.
         mQ = cute.make_tensor(q.iterator, cute.select(q.layout, mode=[2, 3, 1, 0]))
         mK = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 3, 1, 0]))
@@ -85,13 +110,13 @@ class FwdSm90:
         qk_mma = sm90_utils.make_trivial_tiled_mma(
             dt, dt, k_major, k_major, cutlass.Float32, (1, 1, 1), (WG_ROWS, bn))
         pv_mma = sm90_utils.make_trivial_tiled_mma(
-            dt, dt, k_major, mn_major, cutlass.Float32, (1, 1, 1), (WG_ROWS, d),
+            dt, dt, k_major, mn_major, cutlass.Float32, (1, 1, 1), (WG_ROWS, dv),
             warpgroup.OperandSource.RMEM)
 
         row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
         sQ_layout = sm90_utils.make_smem_layout_a(row, (WG_ROWS, bn, d), dt, 2)
-        sK_layout = sm90_utils.make_smem_layout_b(row, (WG_ROWS, bn, d), dt, KV_STAGES)
-        sV_layout = sm90_utils.make_smem_layout_b(col, (WG_ROWS, d, bn), dt, KV_STAGES)
+        sK_layout = sm90_utils.make_smem_layout_b(row, (WG_ROWS, bn, d), dt, ks)
+        sV_layout = sm90_utils.make_smem_layout_b(col, (WG_ROWS, dv, bn), dt, vs)
 
         g2s = cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
         tma_q, tQ = cute.nvgpu.cpasync.make_tiled_tma_atom(
@@ -99,13 +124,13 @@ class FwdSm90:
         tma_k, tK = cute.nvgpu.cpasync.make_tiled_tma_atom(
             g2s, mK, cute.slice_(sK_layout, (None, None, 0)), (bn, d))
         tma_v, tV = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            g2s, mV, cute.slice_(sV_layout, (None, None, 0)), (d, bn))
+            g2s, mV, cute.slice_(sV_layout, (None, None, 0)), (dv, bn))
 
         @cute.struct
         class Storage:
             q_bar: cute.struct.MemRange[cutlass.Int64, 2]
-            k_bar: cute.struct.MemRange[cutlass.Int64, 2 * KV_STAGES]
-            v_bar: cute.struct.MemRange[cutlass.Int64, 2 * KV_STAGES]
+            k_bar: cute.struct.MemRange[cutlass.Int64, 2 * ks]
+            v_bar: cute.struct.MemRange[cutlass.Int64, 2 * vs]
             sQ: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sQ_layout)], 1024]
             sK: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sK_layout)], 1024]
             sV: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sV_layout)], 1024]
@@ -126,7 +151,8 @@ class FwdSm90:
                sV_layout: cute.ComposedLayout, scale: cutlass.Float32, c: cutlass.Float32,
                window: cutlass.Int32, softcap: cutlass.Float32, alibi: cute.Tensor,
                doc_q: cute.Tensor, doc_kv: cute.Tensor):
-        var, d, bn = self.variant, self.d, self.block_n
+        var, d, dv, bn = self.variant, self.d, self.dv, self.block_n
+        ks, vs = self.cfg.k_stages, self.cfg.v_stages
         tidx, _, _ = cute.arch.thread_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         wg = warp // 4
@@ -143,16 +169,17 @@ class FwdSm90:
         one = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
         consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, 8)  # one arrive per warp
         tile_bytes_q = cute.size_in_bytes(self.dtype, cute.slice_(sQ_layout, (None, None, 0)))
-        tile_bytes_kv = cute.size_in_bytes(self.dtype, cute.slice_(sK_layout, (None, None, 0)))
+        tile_bytes_k = cute.size_in_bytes(self.dtype, cute.slice_(sK_layout, (None, None, 0)))
+        tile_bytes_v = cute.size_in_bytes(self.dtype, cute.slice_(sV_layout, (None, None, 0)))
         q_pipe = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.q_bar.data_ptr(), num_stages=1, producer_group=one,
             consumer_group=consumers, tx_count=2 * tile_bytes_q, defer_sync=True)
         k_pipe = pipeline.PipelineTmaAsync.create(
-            barrier_storage=st.k_bar.data_ptr(), num_stages=KV_STAGES, producer_group=one,
-            consumer_group=consumers, tx_count=tile_bytes_kv, defer_sync=True)
+            barrier_storage=st.k_bar.data_ptr(), num_stages=ks, producer_group=one,
+            consumer_group=consumers, tx_count=tile_bytes_k, defer_sync=True)
         v_pipe = pipeline.PipelineTmaAsync.create(
-            barrier_storage=st.v_bar.data_ptr(), num_stages=KV_STAGES, producer_group=one,
-            consumer_group=consumers, tx_count=tile_bytes_kv, defer_sync=True)
+            barrier_storage=st.v_bar.data_ptr(), num_stages=vs, producer_group=one,
+            consumer_group=consumers, tx_count=tile_bytes_v, defer_sync=True)
         cute.arch.mbarrier_init_fence()
         cute.arch.sync_threads()
 
@@ -164,14 +191,14 @@ class FwdSm90:
 
         if wg == 0:
             # ---------------------------------------------------------------- producer
-            cute.arch.setmaxregister_decrease(REGS[d][0])
+            cute.arch.setmaxregister_decrease(self.cfg.regs[0])
             if warp == 0:
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_q)
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_k)
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_v)
                 gQ = cute.local_tile(mQ[None, None, head, batch], (WG_ROWS, d), (None, 0))
                 gK = cute.local_tile(mK[None, None, head_kv, batch], (bn, d), (None, 0))
-                gV = cute.local_tile(mV[None, None, head_kv, batch], (d, bn), (0, None))
+                gV = cute.local_tile(mV[None, None, head_kv, batch], (dv, bn), (0, None))
                 tQs, tQg = cute.nvgpu.cpasync.tma_partition(
                     tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2),
                     cute.group_modes(gQ, 0, 2))
@@ -182,10 +209,8 @@ class FwdSm90:
                     tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2),
                     cute.group_modes(gV, 0, 2))
                 q_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
-                k_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer,
-                                                    KV_STAGES)
-                v_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer,
-                                                    KV_STAGES)
+                k_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, ks)
+                v_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, vs)
                 if n_tiles > 0:
                     q_pipe.producer_acquire(q_st)
                     for half in cutlass.range_constexpr(2):
@@ -203,7 +228,7 @@ class FwdSm90:
                     v_st.advance()
         else:
             # --------------------------------------------------------------- consumers
-            cute.arch.setmaxregister_increase(REGS[d][1])
+            cute.arch.setmaxregister_increase(self.cfg.regs[1])
             half = wg - 1
             t = tidx % 128
             thr_qk = qk_mma.get_slice(t)
@@ -212,7 +237,7 @@ class FwdSm90:
             tSrK = thr_qk.make_fragment_B(thr_qk.partition_B(sK))
             tOrV = thr_pv.make_fragment_B(thr_pv.partition_B(sV))
             acc_s = thr_qk.make_fragment_C(thr_qk.partition_shape_C((WG_ROWS, bn)))
-            acc_o = thr_pv.make_fragment_C(thr_pv.partition_shape_C((WG_ROWS, d)))
+            acc_o = thr_pv.make_fragment_C(thr_pv.partition_shape_C((WG_ROWS, dv)))
             tOrP = thr_pv.make_fragment_A(thr_pv.partition_shape_A((WG_ROWS, bn)))
             s_rc, o_rc = rowcol(acc_s), rowcol(acc_o)
             c_rc = rowcol(thr_qk.partition_C(cute.make_identity_tensor((WG_ROWS, bn))))
@@ -224,59 +249,99 @@ class FwdSm90:
             row_l.fill(0.0)
             acc_o.fill(0.0)
             q0 = q_first + half * WG_ROWS
-            # Epilogue partitions made before the loop (tiled_mma.set() restages the MMA).
-            gO = cute.local_tile(mO[None, None, head, batch], (WG_ROWS, d), (q0 // WG_ROWS, 0))
-            tOgO = rowcol(thr_pv.partition_C(gO))
-            tOcO = rowcol(thr_pv.partition_C(cute.make_identity_tensor((WG_ROWS, d))))
+            if cutlass.const_expr(not self.cfg.late_out):
+                # Epilogue partitions made before the loop (tiled_mma.set() restages the MMA).
+                tOgO, tOcO = self.out_partitions(thr_pv, mO, q0, head, batch)
             mods = (var, q0, seqlen_q, seqlen_k, head, scale, window, softcap, alibi,
                     doc_q, doc_kv)
 
             q_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
-            k_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, KV_STAGES)
-            v_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, KV_STAGES)
+            k_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, ks)
+            v_st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, vs)
             if n_tiles > 0:
                 q_pipe.consumer_wait(q_st)
                 tSrQ_h = tSrQ[None, None, None, half]
-                # First tile (n = hi - 1): S = Q K^T (spec fwd 1), softmax, P.
-                k_pipe.consumer_wait(k_st)
-                qk_mma = wg_gemm(qk_mma, acc_s, tSrQ_h, tSrK[None, None, None, k_st.index], True)
-                cute.nvgpu.warpgroup.commit_group()
-                cute.nvgpu.warpgroup.wait_group(0)
-                k_pipe.consumer_release(k_st)
-                k_st.advance()
-                self.softmax(acc_s, s_rc, c_rc, (hi - 1) * bn, c, row_m, row_l, row_a, mods)
-                tOrP.store(acc_to_a_operand(acc_s, tOrP, self.dtype))
-                for i in cutlass.range(1, n_tiles, unroll=1):
-                    n = hi - 1 - i
+                if cutlass.const_expr(self.cfg.overlap):
+                    # First tile (n = hi - 1): S = Q K^T (spec fwd 1), softmax, P.
                     k_pipe.consumer_wait(k_st)
-                    k_tile = tSrK[None, None, None, k_st.index]
-                    qk_mma = wg_gemm(qk_mma, acc_s, tSrQ_h, k_tile, True)
+                    qk_mma = wg_gemm(qk_mma, acc_s, tSrQ_h, tSrK[None, None, None, k_st.index],
+                                     True)
                     cute.nvgpu.warpgroup.commit_group()
+                    cute.nvgpu.warpgroup.wait_group(0)
+                    k_pipe.consumer_release(k_st)
+                    k_st.advance()
+                    self.softmax(acc_s, s_rc, c_rc, (hi - 1) * bn, c, row_m, row_l, row_a, mods)
+                    tOrP.store(acc_to_a_operand(acc_s, tOrP, self.dtype))
+                    for i in cutlass.range(1, n_tiles, unroll=1):
+                        n = hi - 1 - i
+                        k_pipe.consumer_wait(k_st)
+                        k_tile = tSrK[None, None, None, k_st.index]
+                        qk_mma = wg_gemm(qk_mma, acc_s, tSrQ_h, k_tile, True)
+                        cute.nvgpu.warpgroup.commit_group()
+                        v_pipe.consumer_wait(v_st)
+                        pv_mma = wg_gemm(pv_mma, acc_o, tOrP, tOrV[None, None, None, v_st.index],
+                                         False)
+                        cute.nvgpu.warpgroup.commit_group()
+                        cute.nvgpu.warpgroup.wait_group(1)  # S_n ready; P·V of tile n+1 in flight
+                        k_pipe.consumer_release(k_st)
+                        k_st.advance()
+                        self.softmax(acc_s, s_rc, c_rc, n * bn, c, row_m, row_l, row_a, mods)
+                        cute.nvgpu.warpgroup.wait_group(0)
+                        v_pipe.consumer_release(v_st)
+                        v_st.advance()
+                        # spec fwd 4: O *= alpha (alpha = 1 exactly when m was not updated)
+                        for r in cutlass.range_constexpr(n_rows):
+                            for j in cutlass.range_constexpr(cute.size(o_rc, mode=[1])):
+                                o_rc[r, j] = o_rc[r, j] * row_a[r]
+                        tOrP.store(acc_to_a_operand(acc_s, tOrP, self.dtype))
+                    # spec fwd 6 for the last tile: O += P_r V
                     v_pipe.consumer_wait(v_st)
                     pv_mma = wg_gemm(pv_mma, acc_o, tOrP, tOrV[None, None, None, v_st.index],
                                      False)
                     cute.nvgpu.warpgroup.commit_group()
-                    cute.nvgpu.warpgroup.wait_group(1)  # S_n ready; P·V of tile n+1 in flight
-                    k_pipe.consumer_release(k_st)
-                    k_st.advance()
-                    self.softmax(acc_s, s_rc, c_rc, n * bn, c, row_m, row_l, row_a, mods)
                     cute.nvgpu.warpgroup.wait_group(0)
                     v_pipe.consumer_release(v_st)
-                    v_st.advance()
-                    # spec fwd 4: O *= alpha (alpha = 1 exactly when m was not updated)
-                    for r in cutlass.range_constexpr(n_rows):
-                        for j in cutlass.range_constexpr(cute.size(o_rc, mode=[1])):
-                            o_rc[r, j] = o_rc[r, j] * row_a[r]
-                    tOrP.store(acc_to_a_operand(acc_s, tOrP, self.dtype))
-                # spec fwd 6 for the last tile: O += P_r V
-                v_pipe.consumer_wait(v_st)
-                pv_mma = wg_gemm(pv_mma, acc_o, tOrP, tOrV[None, None, None, v_st.index],
-                                 False)
-                cute.nvgpu.warpgroup.commit_group()
-                cute.nvgpu.warpgroup.wait_group(0)
-                v_pipe.consumer_release(v_st)
+                else:  # no intra-warpgroup overlap: S_n, softmax, O *= alpha, O += P_n V_n
+                    for i in cutlass.range(n_tiles, unroll=1):
+                        n = hi - 1 - i
+                        k_pipe.consumer_wait(k_st)
+                        qk_mma = wg_gemm(qk_mma, acc_s, tSrQ_h, tSrK[None, None, None, k_st.index],
+                                         True)
+                        cute.nvgpu.warpgroup.commit_group()
+                        cute.nvgpu.warpgroup.wait_group(0)
+                        k_pipe.consumer_release(k_st)
+                        k_st.advance()
+                        self.softmax(acc_s, s_rc, c_rc, n * bn, c, row_m, row_l, row_a, mods)
+                        # spec fwd 4 (alpha = 1 on the first tile, where O = 0)
+                        for r in cutlass.range_constexpr(n_rows):
+                            for j in cutlass.range_constexpr(cute.size(o_rc, mode=[1])):
+                                o_rc[r, j] = o_rc[r, j] * row_a[r]
+                        tOrP.store(acc_to_a_operand(acc_s, tOrP, self.dtype))
+                        v_pipe.consumer_wait(v_st)
+                        pv_mma = wg_gemm(pv_mma, acc_o, tOrP, tOrV[None, None, None, v_st.index],
+                                         False)  # spec fwd 6
+                        cute.nvgpu.warpgroup.commit_group()
+                        cute.nvgpu.warpgroup.wait_group(0)
+                        v_pipe.consumer_release(v_st)
+                        v_st.advance()
+            if cutlass.const_expr(self.cfg.late_out):
+                # After the loop, from a fresh MMA: no output address is live across the loop
+                # (at D = 192 it was spilled).
+                thr_o = sm90_utils.make_trivial_tiled_mma(
+                    self.dtype, self.dtype, cute.nvgpu.OperandMajorMode.K,
+                    cute.nvgpu.OperandMajorMode.MN, cutlass.Float32, (1, 1, 1), (WG_ROWS, dv),
+                    warpgroup.OperandSource.RMEM).get_slice(t)
+                tOgO, tOcO = self.out_partitions(thr_o, mO, q0, head, batch)
             self.epilogue(acc_o, o_rc, tOgO, tOcO, row_m, row_l, c, mLse, q0, seqlen_q, head,
                           batch)
+
+    @cute.jit
+    def out_partitions(self, thr: cute.ThrMma, mO: cute.Tensor, q0: cutlass.Int32,
+                       head: cutlass.Int32, batch: cutlass.Int32):
+        """This thread's (rows, cols) views of the output tile and of its coordinates."""
+        gO = cute.local_tile(mO[None, None, head, batch], (WG_ROWS, self.dv), (q0 // WG_ROWS, 0))
+        return (rowcol(thr.partition_C(gO)),
+                rowcol(thr.partition_C(cute.make_identity_tensor((WG_ROWS, self.dv)))))
 
     @cute.jit
     def softmax(self, acc_s: cute.Tensor, s_rc: cute.Tensor, c_rc: cute.Tensor,

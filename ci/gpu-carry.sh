@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Prepares what the GPU campaign (ci/gpu-campaign.sh) needs on a lent GPU host that has torch
+# but not the CuTe DSL stack or jsonschema, within the device tool's 64 MiB per call:
+#   .gpu/cute.tar.xz.part-00, -01   nvidia-cutlass-dsl + flash-attn-4 for CPython 3.12 (from
+#                                   ../shared/gpu/pack-cute.sh: parts of at most 60 MiB)
+#   .whl/*.whl                      jsonschema and its dependencies for CPython 3.12
+#   usage: ci/gpu-carry.sh            prepare .gpu/ and .whl/ (both git-ignored) here
+#          ci/gpu-carry.sh --check D  rehearse into D: pack, check the sizes against the
+#                                     limits, unpack the parts as the campaign does
+# Carrying (see README, "Running on a GPU"): call 1 carries .gpu/cute.tar.xz.part-00 and
+# copies it to /tmp; call 2, within 30 s while the machine is warm, carries
+# .gpu/cute.tar.xz.part-01 and .whl and runs ci/gpu-campaign.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pack=../shared/gpu/pack-cute.sh
+limit=$((64 * 1024 * 1024))
+check=""
+if [ "${1:-}" = "--check" ]; then
+  check=${2:?usage: ci/gpu-carry.sh --check DIR}
+  gpu=$check/.gpu whl=$check/.whl
+else
+  gpu=.gpu whl=.whl
+  for d in /.gpu/ /.whl/; do
+    grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude
+  done
+fi
+[ -f "$pack" ] || { echo "error: $pack not found (the shared folder beside this checkout)" >&2; exit 4; }
+rm -rf "$gpu" "$whl"
+mkdir -p "$gpu" "$whl"
+log=$(mktemp)
+quiet() { "$@" >"$log" 2>&1 || { grep -v "is ignored" "$log" >&2; echo "error: $*" >&2; exit 1; }; }
+quiet bash "$pack" "$gpu"
+quiet python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d "$whl" \
+  jsonschema jsonschema-specifications referencing rpds-py
+rm -f "$log"
+tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+mapfile -t parts < <(ls "$gpu"/cute.tar.xz.part-* | sort)
+[ "${#parts[@]}" -eq 2 ] || { echo "error: expected 2 parts, got ${#parts[@]}" >&2; exit 1; }
+one=$(( tree + $(stat -c %s "${parts[0]}") ))
+two=$(( tree + $(stat -c %s "${parts[1]}") + $(du -cb "$whl"/*.whl | tail -1 | cut -f1) ))
+echo "call 1: tree $tree B + ${parts[0]##*/}: $one B of $limit"
+echo "call 2: tree + ${parts[1]##*/} + wheels: $two B of $limit"
+[ "$one" -le "$limit" ] && [ "$two" -le "$limit" ] || { echo "error: over 64 MiB" >&2; exit 1; }
+if [ -n "$check" ]; then  # unpack as the campaign does, and look for both packages
+  mkdir -p "$check/unpacked"
+  cat "${parts[@]}" | xz -d | tar -x -C "$check/unpacked"
+  site=$check/unpacked/cute-site  # as ci/gpu-campaign.sh takes it: with its .pth files
+  paths=$(python3 -c "import site, sys; old = set(sys.path); site.addsitedir('$site');
+print(' '.join(p for p in sys.path if p not in old and p.startswith('$site')))")
+  for p in cutlass flash_attn/cute; do
+    found=""
+    for d in $paths; do [ -d "$d/$p" ] && found=$d; done
+    [ -n "$found" ] || { echo "error: $p is not on the unpacked site's paths ($paths)" >&2; exit 1; }
+    echo "$p: $found"
+  done
+  ls "$whl"
+  echo "carry check passed"
+fi

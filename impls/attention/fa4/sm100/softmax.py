@@ -36,6 +36,7 @@ from impls.attention.fa4.sm100.exp2 import (
     tcgen05_fence_after,
     tcgen05_fence_before,
 )
+from impls.attention.fa4.sm100.roles import TMEM_O, s_buf
 from impls.attention.fa4.spec import BLOCK_M, BLOCK_N, EMU_FROM, LN2, RESCALE_THRESHOLD
 
 NEG_INF = -float("inf")
@@ -72,7 +73,10 @@ def score(cfg, s: Float32, j: int, rel: Int32, hi_col: Int32, lo_col: Int32, sca
 def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_prod, slopes, doc_q,
                  doc_kv, scale: Float32, c: Float32, softcap: Float32, window: Int32,
                  m_block: Int32, head: Int32, sq: Int32, sk: Int32, hi: Int32, n: Int32,
-                 tidx: Int32) -> None:
+                 tidx: Int32, s_base=0, s_col=None):
+    """One Q tile's softmax (spec fwd 2-6), S_i in TMEM buffer s_buf(s_base, i), or always at
+    column ``s_col`` (ping-pong: one S buffer per Q tile); returns the participants it
+    advanced."""
     t_s = cute.make_tensor(tmem_ptr, s_layout)
     ld_atom = cute.make_copy_atom(tcgen05.copy.Ld32x32bOp(tcgen05.copy.Repetition(32)),
                                   Float32)
@@ -110,7 +114,8 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
         kv0 = (hi - 1 - i) * BLOCK_N
         hs = s_cons.wait_and_advance()
         tcgen05_fence_after()
-        cute.copy(tiled_ld, cute.make_tensor(t_ld.iterator + 128 * (i % 2), t_ld.layout), r_s)
+        col = 128 * s_buf(s_base, i) if s_col is None else s_col
+        cute.copy(tiled_ld, cute.make_tensor(t_ld.iterator + col, t_ld.layout), r_s)
         cute.arch.fence_view_async_tmem_load()
         # fwd 2-3 and the tile row max t (fwd 4); register j holds column j.
         hi_col = sk - 1 - kv0  # kv < Sk
@@ -160,8 +165,7 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
             r_p[None, ch, None, None].store(r_s[None, ch, None, None].load().to(cfg.dtype))
         l_sum = add_rn(l_sum, tile_sum)
         hp = p_prod.acquire_and_advance()
-        cute.copy(tiled_st, r_p32, cute.make_tensor(t_st.iterator + 128 * (i % 2),
-                                                    t_st.layout))
+        cute.copy(tiled_st, r_p32, cute.make_tensor(t_st.iterator + col, t_st.layout))
         cute.arch.fence_view_async_tmem_store()
         tcgen05_fence_before()
         hp.commit()
@@ -170,14 +174,13 @@ def softmax_role(cfg, s_layout, c_s, tmem_ptr, s_stats, s_cons, p_prod, stats_pr
     s_stats[row, 1, hst.index] = l_sum
     s_stats[row, 2, hst.index] = mc
     hst.commit()
+    return s_cons, p_prod, stats_prod
 
 
-@cute.jit
-def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons, pv_cons, o_prod,
-                    epi_prod, m_block: Int32, head: Int32, batch: Int32, sq: Int32, n: Int32,
-                    tidx: Int32) -> None:
-    d = cfg.head_dim
-    t_o = cute.make_tensor(tmem_ptr + 256, o_layout)
+def o_views(cfg, o_layout, c_o, tmem_ptr, tidx: Int32, col: int = TMEM_O):
+    """TMEM copies of the O accumulator at column ``col`` in O_CHUNK-column chunks, the
+    register fragments and this thread's O row (register e = column e of a chunk)."""
+    t_o = cute.make_tensor(tmem_ptr + col, o_layout)
     t_oc = cute.make_tensor(t_o.iterator, cute.composition(o_layout,
                                                            cute.make_layout((128, O_CHUNK))))
     c_oc = cute.make_tensor(c_o.iterator, cute.composition(c_o.layout,
@@ -190,34 +193,63 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
     t_st = st.get_slice(tidx).partition_D(t_oc)
     r_o = cute.make_rmem_tensor(ld.get_slice(tidx).partition_D(c_oc).shape, Float32)
     r_o16 = cute.make_rmem_tensor(r_o.layout, cfg.dtype)
-    row = ld.get_slice(tidx).partition_D(c_oc)[0][0]  # this thread's O row; register e = column
+    row = ld.get_slice(tidx).partition_D(c_oc)[0][0]
+    return ld, st, t_ld, t_st, r_o, r_o16, row
 
-    for i in cutlass.range(n, unroll=1):
-        h = stats_cons.wait_and_advance()
-        alpha = s_stats[row, 0, h.index]
-        h.release()
-        if i > 0:
-            hpv = pv_cons.wait_and_advance()  # PV_{i-1} done: O holds tiles < i
-            tcgen05_fence_after()
-            if cute.arch.vote_any_sync(alpha != Float32(1.0)):  # fwd 4: O *= alpha
-                for ch in cutlass.range_constexpr(d // O_CHUNK):
-                    cute.copy(ld, cute.make_tensor(t_ld.iterator + ch * O_CHUNK, t_ld.layout),
-                              r_o)
-                    cute.arch.fence_view_async_tmem_load()
-                    for e in cutlass.range_constexpr(O_CHUNK):
-                        r_o[e] = mul_rn(r_o[e], alpha)
-                    cute.copy(st, r_o, cute.make_tensor(t_st.iterator + ch * O_CHUNK,
-                                                        t_st.layout))
-                cute.arch.fence_view_async_tmem_store()
-            tcgen05_fence_before()
-            hpv.release()
-        ho = o_prod.acquire_and_advance()
-        ho.commit()
+
+@cute.jit
+def correction_step(cfg, views, s_stats, stats_cons, pv_cons, o_prod, rescale):
+    """kv step i of one Q tile (spec fwd 4): alpha_i from the softmax; for i > 0 (``rescale``)
+    wait PV_{i-1}, O *= alpha_i (skipped when the whole warp has alpha == 1, exact); then PV_i
+    may accumulate."""
+    ld, st, t_ld, t_st, r_o, _r_o16, row = views
+    h = stats_cons.wait_and_advance()
+    alpha = s_stats[row, 0, h.index]
+    h.release()
+    if rescale:
+        hpv = pv_cons.wait_and_advance()  # PV_{i-1} done: O holds tiles < i
+        tcgen05_fence_after()
+        if cute.arch.vote_any_sync(alpha != Float32(1.0)):  # fwd 4: O *= alpha
+            for ch in cutlass.range_constexpr(cfg.head_dim_v // O_CHUNK):
+                cute.copy(ld, cute.make_tensor(t_ld.iterator + ch * O_CHUNK, t_ld.layout), r_o)
+                cute.arch.fence_view_async_tmem_load()
+                for e in cutlass.range_constexpr(O_CHUNK):
+                    r_o[e] = mul_rn(r_o[e], alpha)
+                cute.copy(st, r_o, cute.make_tensor(t_st.iterator + ch * O_CHUNK,
+                                                    t_st.layout))
+            cute.arch.fence_view_async_tmem_store()
+        tcgen05_fence_before()
+        hpv.release()
+    ho = o_prod.acquire_and_advance()
+    if cutlass.const_expr(cfg.persistent):
+        tcgen05_fence_before()  # the previous work tile's last O loads precede PV_0
+    ho.commit()
+    return stats_cons, pv_cons, o_prod
+
+
+@cute.jit
+def _store_o_chunk(s_o, row, ch: int, r_o16) -> None:
+    """O_CHUNK output values of a row into the (swizzled) smem O tile, 8 at a time (the same
+    values to the same places as element stores). Persistent schedules only: there the
+    element-wise addresses were hoisted out of the work-tile loop by the compiler and kept
+    live (d128 ping-pong persistent: correction spills 262 -> 25 store instructions)."""
+    s_row = cute.flat_divide(s_o[row, None, 0], (8,))
+    r_v = cute.flat_divide(cute.make_tensor(r_o16.iterator, cute.make_layout(O_CHUNK)), (8,))
+    for v in cutlass.range_constexpr(O_CHUNK // 8):
+        cute.autovec_copy(r_v[None, v], s_row[None, ch * (O_CHUNK // 8) + v])
+
+
+@cute.jit
+def correction_finish(cfg, views, s_stats, s_o, lse, stats_cons, pv_cons, epi_prod,
+                      m_block: Int32, head: Int32, batch: Int32, sq: Int32, n: Int32):
+    """spec fwd 7 for one Q tile: out = dtype(O * (1 / l)) into shared memory for the
+    epilogue (0 for a fully masked row, l == 0), lse = (mc + log2 l) * ln 2 (-inf)."""
+    ld, _st, t_ld, _t_st, r_o, r_o16, row = views
+    d = cfg.head_dim_v
     h = stats_cons.wait_and_advance()
     l_sum = s_stats[row, 1, h.index]
     mc = s_stats[row, 2, h.index]
     h.release()
-    # fwd 7: out = dtype(O * (1 / l)); a fully masked row (l == 0) gives 0 and lse -inf.
     dead = l_sum == Float32(0.0)
     inv = div_rn(Float32(1.0), l_sum)
     he = epi_prod.acquire_and_advance()
@@ -230,15 +262,21 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
             for e in cutlass.range_constexpr(O_CHUNK):
                 r_o[e] = _sel(dead, 0.0, mul_rn(r_o[e], inv))
             r_o16.store(r_o.load().to(cfg.dtype))
-            for e in cutlass.range_constexpr(O_CHUNK):
-                s_o[row, ch * O_CHUNK + e, 0] = r_o16[e]
+            if cutlass.const_expr(cfg.persistent):
+                _store_o_chunk(s_o, row, ch, r_o16)
+            else:
+                for e in cutlass.range_constexpr(O_CHUNK):
+                    s_o[row, ch * O_CHUNK + e, 0] = r_o16[e]
         hpv.release()
     else:
         r_o.fill(0.0)
         r_o16.store(r_o.load().to(cfg.dtype))
         for ch in cutlass.range_constexpr(d // O_CHUNK):
-            for e in cutlass.range_constexpr(O_CHUNK):
-                s_o[row, ch * O_CHUNK + e, 0] = r_o16[e]
+            if cutlass.const_expr(cfg.persistent):
+                _store_o_chunk(s_o, row, ch, r_o16)
+            else:
+                for e in cutlass.range_constexpr(O_CHUNK):
+                    s_o[row, ch * O_CHUNK + e, 0] = r_o16[e]
     cute.arch.fence_view_async_shared()  # generic-proxy writes -> TMA store
     he.commit()
     q = m_block * BLOCK_M + row
@@ -246,3 +284,20 @@ def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons,
         # accurate fp32 log2 (not lg2.approx), once per row
         value = mul_rn(add_rn(mc, cute.math.log2(l_sum, fastmath=False)), Float32(LN2))
         lse[batch, head, q] = _sel(dead, NEG_INF, value)
+    return stats_cons, pv_cons, epi_prod
+
+
+@cute.jit
+def correction_role(cfg, o_layout, c_o, tmem_ptr, s_stats, s_o, lse, stats_cons, pv_cons, o_prod,
+                    epi_prod, m_block: Int32, head: Int32, batch: Int32, sq: Int32, n: Int32,
+                    tidx: Int32):
+    """One work tile's correction and output (spec fwd 4, 7); returns the participants it
+    advanced."""
+    views = o_views(cfg, o_layout, c_o, tmem_ptr, tidx)
+    for i in cutlass.range(n, unroll=1):
+        stats_cons, pv_cons, o_prod = correction_step(cfg, views, s_stats, stats_cons, pv_cons,
+                                                      o_prod, i > 0)
+    stats_cons, pv_cons, epi_prod = correction_finish(
+        cfg, views, s_stats, s_o, lse, stats_cons, pv_cons, epi_prod, m_block, head, batch, sq,
+        n)
+    return stats_cons, pv_cons, o_prod, epi_prod

@@ -18,10 +18,11 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || echo "warning: the carried wheels did not install"
 fi
-# each site as Python would take it (its .pth files put the CuTe DSL's cutlass on the path)
+# each site as Python would take it (its .pth files put the CuTe DSL's cutlass on the path;
+# -S: no installed cutlass may answer the .pth's import)
 for d in /tmp/site /tmp/cute-site; do
   [ -d "$d" ] || continue
-  paths=$(python3 -c "import site, sys; old = set(sys.path); site.addsitedir('$d');
+  paths=$(python3 -S -c "import site, sys; old = set(sys.path); site.addsitedir('$d');
 print(':'.join(p for p in sys.path if p not in old and p.startswith('$d')))")
   export PYTHONPATH="${paths:-$d}${PYTHONPATH:+:$PYTHONPATH}"
 done

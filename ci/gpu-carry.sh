@@ -46,8 +46,9 @@ echo "call 2: tree + ${parts[1]##*/} + wheels: $two B of $limit"
 if [ -n "$check" ]; then  # unpack as the campaign does, and look for both packages
   mkdir -p "$check/unpacked"
   cat "${parts[@]}" | xz -d | tar -x -C "$check/unpacked"
-  site=$check/unpacked/cute-site  # as ci/gpu-campaign.sh takes it: with its .pth files
-  paths=$(python3 -c "import site, sys; old = set(sys.path); site.addsitedir('$site');
+  # as ci/gpu-campaign.sh takes it, with its .pth files (-S: without this venv's own cutlass)
+  site=$check/unpacked/cute-site
+  paths=$(python3 -S -c "import site, sys; old = set(sys.path); site.addsitedir('$site');
 print(' '.join(p for p in sys.path if p not in old and p.startswith('$site')))")
   for p in cutlass flash_attn/cute; do
     found=""

@@ -14,8 +14,14 @@ import torch
 
 pytest.importorskip("cutlass", reason="[skipped] nvidia-cutlass-dsl is not installed")
 
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.blackwell_helpers as sm100_utils
+from cutlass.cute.nvgpu import OperandMajorMode, tcgen05
+
 from conformance.attention.catalogue import MASKS, SCORE_MODS, Geometry
 from impls.attention.fa4 import spec
+from impls.attention.fa4.catalogue_map import COVER_PAIRS
 from impls.attention.fa4.sm100 import variants
 from impls.attention.fa4.sm100.api import _variant, fa4_sm100
 
@@ -174,6 +180,11 @@ def test_capabilities_are_honest():
             compiled = {(v.mask, v.mod) for v in map(variants.parse_variant, variants.VARIANTS)
                         if (v.dtype, v.d, v.dv) == (dtype, d, dv)}
             assert declared == compiled, (d, dv, dtype)
+    for dtype in variants.DTYPES:  # the backward at D = 96: the forward's covering pairs
+        bwd = {(v.mask, v.mod) for v in map(variants.parse_variant, variants.BWD_VARIANTS)
+               if (v.dtype, v.d) == (dtype, 96)}
+        assert {(kernel.get(m, m), kernel.get(s, s))
+                for m, s in limits["head_dim_combos"]["96"]} == bwd
 
 
 def test_adapter_arguments_compile(tmp_path):
@@ -196,18 +207,54 @@ def test_adapter_arguments_compile(tmp_path):
     assert len(compiled.__cubin__) > 10_000
 
 
-# Both dtypes, both head dims, every mask and every score_mod at least once.
+# Both dtypes, every head dim, every mask and every score_mod at least once.
 BWD_SUBSET = ("float16-d64-none-softcap", "bfloat16-d128-causal-alibi",
-              "float16-d128-sliding_window-none", "bfloat16-d64-document-softcap")
+              "float16-d128-sliding_window-none", "bfloat16-d64-document-softcap",
+              "bfloat16-d96-document-alibi")
 
 
 def test_bwd_subset_covers_every_option():
     parts = [variants.parse(n) for n in BWD_SUBSET]
     assert {p[0] for p in parts} == set(variants.DTYPES)
-    assert {p[1] for p in parts} == set(variants.HEAD_DIMS)
+    assert {p[1] for p in parts} == set(variants.BWD_HEAD_DIMS)
     assert {p[2] for p in parts} == set(variants.MASKS)
     assert {p[3] for p in parts} == set(variants.SCORE_MODS)
-    assert set(BWD_SUBSET) <= set(variants.BWD_VARIANTS) and len(variants.BWD_VARIANTS) == 48
+    assert set(BWD_SUBSET) <= set(variants.BWD_VARIANTS)
+    # the 48 base variants first, unchanged; then D = 96: each dtype x the covering pairs
+    assert variants.BWD_VARIANTS[:48] == tuple(variants.VARIANTS[:48])
+    assert variants.BWD_VARIANTS[48:] == tuple(
+        f"{dt}-d96-{m}-{s}" for dt in variants.DTYPES for m, s in COVER_PAIRS)
+
+
+@pytest.mark.parametrize("d", variants.BWD_HEAD_DIMS)
+def test_bwd_mn_major_views_alias_the_k_major_tiles(d):
+    """The streamed tiles' MN-major views (bwd.py: dO^T, Q^T, K^T as B of dV, dK, dQ) map
+    element (row, d) to the offset the K-major layout gives it: same swizzle (128B; 64B at
+    D = 96), same offsets before it."""
+    km, mn, one = OperandMajorMode.K, OperandMajorMode.MN, tcgen05.CtaGroup.ONE
+    dt, found = cutlass.BFloat16, []
+
+    @cute.jit
+    def check(d: cutlass.Constexpr) -> None:
+        ss = sm100_utils.make_trivial_tiled_mma(dt, dt, km, km, cutlass.Float32, one, (128, 128))
+        ts = sm100_utils.make_trivial_tiled_mma(dt, dt, km, mn, cutlass.Float32, one, (128, d),
+                                                tcgen05.OperandSource.TMEM)
+        b = sm100_utils.make_smem_layout_b(ss, (128, 128, d), dt, 2)
+        bt = sm100_utils.make_smem_layout_b(ts, (128, d, 128), dt, 2)
+        found.append((str(b.inner), str(bt.inner), _aliased(b.outer, bt.outer, d)))
+
+    check(d)
+    assert found == [("S<2,4,3>", "S<2,4,3>", 128 * d) if d == 96 else
+                     ("S<3,4,3>", "S<3,4,3>", 128 * d)]
+
+
+def _aliased(b, bt, d: int) -> int:
+    """How many (row, column) of a 128 x d tile (stage 1) the K-major layout b and the
+    MN-major bt map to the same offset (plain Python: static layouts, outside the DSL's
+    loop rewriting)."""
+    return sum(cute.crd2idx(((r, c % 16), 0, c // 16, 1), b)
+               == cute.crd2idx(((c, r % 16), 0, r // 16, 1), bt)
+               for r in range(128) for c in range(d))
 
 
 @pytest.mark.parametrize("name", BWD_SUBSET)
@@ -226,8 +273,13 @@ def test_bwd_variant_of_a_forward_name():
     from impls.attention.fa4.sm100.bwd_api import bwd_variant
 
     assert bwd_variant("bfloat16-d64-causal-none", 64) == "bfloat16-d64-causal-none"
-    with pytest.raises(NotImplementedError):
-        bwd_variant("bfloat16-d64-causal-none", 128)  # Dv != D
+    assert bwd_variant("float16-d96-causal-softcap-pingpong_persistent", 96) == (
+        "float16-d96-causal-softcap")
+    for name, dv in (("bfloat16-d64-causal-none", 128),  # Dv != D
+                     ("bfloat16-d96-causal-none", 96),  # not a covering pair
+                     ("bfloat16-d192-none-none", 192), ("bfloat16-d192v128-none-none", 128)):
+        with pytest.raises(NotImplementedError):
+            bwd_variant(name, dv)
 
 
 def test_bwd_adapter_arguments_compile(tmp_path):

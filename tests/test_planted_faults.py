@@ -115,5 +115,10 @@ def test_dense_only_gqa_fault_is_flagged(suite):
                  "test_backward_catalogue"):
         assert sorted(failed.get(func, [])) == sorted(
             f"planted.dense_only_gqa_head_modulo-{d}-nomask+nomod" for d in dtypes), failed
+    # the head-dim shapes regression runs GQA 2:1 at D = 96, 192 and 192 / 128
+    assert sorted(failed.get("test_head_dim_shapes", [])) == sorted(
+        f"planted.dense_only_gqa_head_modulo-{d}-{shape}" for d in dtypes
+        for shape in ("d96", "d192", "d192v128")), failed
     assert set(failed) == {"test_gqa_head_mapping", "test_forward_catalogue",
-                           "test_forward_lse_catalogue", "test_backward_catalogue"}, failed
+                           "test_forward_lse_catalogue", "test_backward_catalogue",
+                           "test_head_dim_shapes"}, failed

@@ -11,10 +11,12 @@ accumulators, TMA loads, warp-specialised roles; two kernels launched by one hos
 Roles (6 warps, 192 threads, no setmaxnreg): warps 0-3 compute (bwd_compute.py; warp 0 also
 allocates and frees TMEM), warp 4 MMA (one thread issues tcgen05.mma), warp 5 TMA loads.
 TMEM (512 columns allocated): S / S^T at 0, dP / dP^T at 128 (P_r, dS_r 16-bit over their
-first 64 columns), accumulators from 256 (dV, dK: 256, 256 + D; dQ: 256).
+first 64 columns), accumulators from 256 (dV, dK: 256, 256 + D; dQ: 256): 256 + 2D <= 512
+columns for D in HEAD_DIMS (448 at D = 96).
 Shared memory, both kernels: a fixed pair of 128 x D tiles (K, V or Q, dO; 1 stage) and a
-streamed pair (Q, dO or K, V; 2 stages), 192 KB at D = 128, 96 KB at D = 64. The MN-major B
-operands (Q, dO in dK/dV; K in dQ) are the same smem tiles seen through an MN-major layout.
+streamed pair (Q, dO or K, V; 2 stages), 192 KB at D = 128, 144 KB at D = 96, 96 KB at D = 64.
+The MN-major B operands (Q, dO in dK/dV; K in dQ) are the same smem tiles seen through an
+MN-major layout (128B swizzle; 64B at D = 96, in both views).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ THREADS = 32 * 6
 TMEM_COLS = 512
 TMEM_S, TMEM_DP, TMEM_ACC = 0, 128, 256
 STAGES = 2  # streamed tiles
+HEAD_DIMS = (64, 96, 128)  # D = Dv; D = 192 needs 640 TMEM columns and 288 KB of smem
 
 
 def _group(n: int) -> pipeline.CooperativeGroup:
@@ -88,8 +91,8 @@ class Fa4Sm100Backward:
 
     def __init__(self, dtype: type[cutlass.Numeric], head_dim: int, mask: str = "none",
                  score_mod: str = "none") -> None:
-        if head_dim not in (64, 128):
-            raise ValueError(f"head_dim {head_dim} not in (64, 128)")
+        if head_dim not in HEAD_DIMS:
+            raise ValueError(f"head_dim {head_dim} not in {HEAD_DIMS}")
         if mask not in MASKS or score_mod not in SCORE_MODS:
             raise ValueError(f"unknown variant {mask!r}/{score_mod!r}")
         self.dtype, self.head_dim, self.mask, self.score_mod = dtype, head_dim, mask, score_mod

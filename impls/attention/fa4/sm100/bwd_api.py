@@ -46,7 +46,7 @@ def bwd_launch_args(name: str, params: dict, q: torch.Tensor, k: torch.Tensor,
 def bwd_variant(name: str, dv: int) -> str:
     """The backward variant of a forward variant name: dtype, D, mask and score_mod (the
     forward's schedule suffix, if any, does not apply); NotImplementedError where the backward
-    has no kernel (Dv != D, D outside 64/128)."""
+    has no kernel (Dv != D, D = 192, D = 96 outside the covering pairs: not in BWD_VARIANTS)."""
     from impls.attention.fa4.sm100.variants import BWD_VARIANTS, parse
 
     dt, d, mask, mod = parse(name)

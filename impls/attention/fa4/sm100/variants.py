@@ -34,8 +34,10 @@ MASKS = ("none", "causal", "sliding_window", "document")
 SCORE_MODS = ("none", "softcap", "alibi")
 VARIANTS: list[str] = [f"{dt}-d{d}-{m}-{s}" for dt, d, m, s in
                        itertools.product(DTYPES, HEAD_DIMS, MASKS, SCORE_MODS)]
-BWD_VARIANTS: tuple[str, ...] = tuple(VARIANTS)  # the backward: the 48 base variants
-BWD_HEAD_DIMS = HEAD_DIMS  # the head dims with a backward kernel (Dv = D)
+# The backward (Dv = D): the 48 base variants, then D = 96's covering set (dtype x COVER_PAIRS).
+BWD_VARIANTS: tuple[str, ...] = (*VARIANTS, *(f"{dt}-d96-{m}-{s}" for dt, (m, s) in
+                                              itertools.product(DTYPES, COVER_PAIRS)))
+BWD_HEAD_DIMS = (64, 96, 128)  # the head dims with a backward kernel (bwd.HEAD_DIMS)
 SCHEDULES = ("single", "persistent", "pingpong", "pingpong_persistent")
 # (D, Dv) -> the schedules whose TMEM (512 columns) and shared memory (227 KB) hold it
 # (README "Shapes and budgets").

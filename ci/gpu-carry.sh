@@ -2,7 +2,7 @@
 # Prepares what the GPU campaign (ci/gpu-campaign.sh) needs on a lent GPU host that has torch
 # but not the CuTe DSL stack or jsonschema, within the device tool's 64 MiB per call:
 #   .gpu/cute.tar.xz.part-00, -01   nvidia-cutlass-dsl + flash-attn-4 for CPython 3.12 (from
-#                                   ../shared/gpu/pack-cute.sh: parts of at most 60 MiB)
+#                                   ../shared/gpu/pack-cute.sh, re-split into 40 MiB parts)
 #   .whl/*.whl                      jsonschema and its dependencies for CPython 3.12
 #   usage: ci/gpu-carry.sh            prepare .gpu/ and .whl/ (both git-ignored) here
 #          ci/gpu-carry.sh --check D  rehearse into D: pack, check the sizes against the
@@ -30,6 +30,12 @@ mkdir -p "$gpu" "$whl"
 log=$(mktemp)
 quiet() { "$@" >"$log" 2>&1 || { grep -v "is ignored" "$log" >&2; echo "error: $*" >&2; exit 1; }; }
 quiet bash "$pack" "$gpu"
+# re-split the xz stream into 40 MiB parts (pack-cute.sh writes 60 MiB ones): call 1 then
+# has room for a checkout that grows (a 60 MiB part left about 2 MiB of the 64)
+cat "$gpu"/cute.tar.xz.part-* > "$gpu/cute.tar.xz"
+rm "$gpu"/cute.tar.xz.part-*
+split -b 40M -d "$gpu/cute.tar.xz" "$gpu/cute.tar.xz.part-"
+rm "$gpu/cute.tar.xz"
 quiet python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d "$whl" \

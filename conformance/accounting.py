@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from conformance.report import OUTCOMES, Collector, build_report, write_report
+from conformance.report import (
+    OUTCOMES,
+    Collector,
+    build_report,
+    entries_to_narrow,
+    write_report,
+)
 from conformance.runstate import RunState
 
 NOT_RUN_SHOWN = 5  # reasons listed per plugged-in implementation in the terminal summary
@@ -117,6 +123,11 @@ class Accounting:
                 if impl in plugged:  # a user's implementation: why the rest did not run
                     for reason, n in list(row["not_run"].items())[:NOT_RUN_SHOWN]:
                         tr.write_line(f"      not run: {n} {reason}")
+        for label, (release, gate, n) in entries_to_narrow(self.collector.entries.values()).items():
+            tr.write_line(f"fixed in {release}? matrix {label}: {n} expected "
+                          f"failure{'s' if n > 1 else ''} passed past the releases it was "
+                          f"measured on (counted as passed); narrow its versions to {gate}",
+                          yellow=True)
         if self.state.report_dir is not None:
             tr.write_line(f"report: {self.state.report_dir / 'report.json'}, "
                           f"{self.state.report_dir / 'report.html'}, "

@@ -16,10 +16,18 @@ from typing import Any
 
 import jsonschema
 import yaml
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from conformance.errors import ConfigError
 from conformance.expectations import Expectation
-from conformance.versions import describe, gate_holds, parse_gate
+from conformance.versions import (
+    beyond_measured,
+    describe,
+    gate_holds,
+    measured_admitted,
+    parse_gate,
+)
 from conformance.vocabulary import Vocabulary
 
 DEFAULT_MATRIX = Path(__file__).with_name("device_matrix.yaml")
@@ -134,6 +142,18 @@ class Matrix:
     areas: dict[str, AreaSpec]
     devices: dict[str, DeviceSpec]
     rules: tuple[Rule, ...] = field(default_factory=tuple)
+    # device -> distribution -> the releases the entries were measured on (oldest first)
+    measured: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+
+    def measured_of(self, rule: Rule, device: str) -> dict[str, tuple[str, ...]]:
+        """Per distribution, the measured releases on this device that the rule admits."""
+        return {dist: measured_admitted(rule.versions, dist, releases)
+                for dist, releases in self.measured.get(device, {}).items()}
+
+    def beyond_measured(self, rule: Rule, device: str) -> tuple[str, str, str] | None:
+        """(dist, installed, newest measured) when this run's release is newer than every
+        release the rule was measured on (on this device), else None."""
+        return beyond_measured(rule.versions, self.measured.get(device, {}))
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
         return tuple(r for r in self.rules if r.kind == kind)
@@ -273,6 +293,18 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
             dict(d.get("toolchain", {})),
         )
     rules = _rules(path, data)
+    measured = {}
+    for dev, dists in (data.get("measured") or {}).items():
+        measured[dev] = {}
+        for dist, releases in dists.items():
+            for i, release in enumerate(releases):
+                try:
+                    Version(str(release))
+                except InvalidVersion:
+                    raise ConfigError(f"{path}: measured.{dev}.{dist}[{i}]: {release!r} is "
+                                      "not a release version (e.g. 2.14.1)") from None
+            measured[dev][canonicalize_name(dist)] = tuple(
+                sorted((str(r) for r in releases), key=Version))
     for rule in rules:
         if rule.area not in areas:
             raise ConfigError(
@@ -285,4 +317,5 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
             problem = vocab.unknown(kind, names)
             if problem:
                 raise ConfigError(f"{path}: {rule.label}.{key}: {problem}")
-    return Matrix(path=path, areas=areas, devices=devices, rules=rules)
+    return Matrix(path=path, areas=areas, devices=devices, rules=rules,
+                  measured=measured)

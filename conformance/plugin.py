@@ -33,7 +33,7 @@ from conformance.report import (
     Collector,
 )
 from conformance.runstate import PROFILES, RunState
-from conformance.versions import installed_version
+from conformance.versions import installed_version, narrowed
 
 HEADER_VERSIONS = ("torch", "triton", "numpy", "scipy")
 
@@ -46,6 +46,7 @@ ITEM_META = pytest.StashKey[dict]()
 ITEM_TOLERANCE = pytest.StashKey[tuple]()
 ITEM_RECORD = pytest.StashKey[Record]()
 ITEM_EXPECT = pytest.StashKey[list]()
+ITEM_BEYOND = pytest.StashKey[list]()  # "fixed in X?" notes of entries past their measurements
 
 
 NO_IMPL_MARK = pytest.mark.conformance_no_impl
@@ -290,9 +291,13 @@ def pytest_collection_modifyitems(
         if xfails:
             applied.extend(r.label for r in xfails)
             reason = "; ".join(f"matrix {r.label}: {r.reason} ({r.link})" for r in xfails)
-            item.add_marker(pytest.mark.xfail(reason=reason,
-                                              strict=any(r.strict for r in xfails)))
+            # past the releases an entry was measured on, a pass is a likely fix, not a failure
+            beyond = {r.label: b for r in xfails if (b := state.matrix.beyond_measured(r, key))}
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=any(
+                r.strict and r.label not in beyond for r in xfails)))
             item.stash[ITEM_EXPECT] = [(r.label, r.expect) for r in xfails if r.expect]
+            item.stash[ITEM_BEYOND] = [fixed_in_note(r, *beyond[r.label])
+                                       for r in xfails if r.strict and r.label in beyond]
         loosen = state.matrix.applicable("tolerance", item.nodeid, area, key, tags)
         if loosen:
             applied.extend(r.label for r in loosen)
@@ -434,6 +439,26 @@ def _explain_failure(item: pytest.Item, call: pytest.CallInfo,
         report.user_properties.append((REASON_KEY, verdict))
 
 
+def fixed_in_note(rule: Any, dist: str, installed: str, newest: str) -> str:
+    """The verdict of a pass under an expected failure measured on older releases only."""
+    release = installed.split("+")[0]
+    gate = narrowed(rule.versions, dist, release, newest)
+    return (f"fixed in {dist} {release}? matrix {rule.label}: measured failing on {dist} up to "
+            f"{newest}; narrow its versions to {dist}{gate}")
+
+
+def _fixed_in(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A strict expected failure that passes on a release newer than those its entry was
+    measured on: a pass (the check ran and held), with the entry to narrow as its reason."""
+    notes = item.stash.get(ITEM_BEYOND, None)
+    if not notes or report.when != "call" or not report.passed:
+        return
+    if not hasattr(report, "wasxfail"):
+        return
+    del report.wasxfail
+    report.user_properties.append((REASON_KEY, "; ".join(notes)))
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: sees the xfail verdict
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     outcome = yield
@@ -442,6 +467,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         return
     report = outcome.get_result()
     _explain_failure(item, call, report)
+    _fixed_in(item, report)
     report.user_properties.append((META_KEY, json.dumps(meta, default=str)))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:

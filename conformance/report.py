@@ -12,6 +12,7 @@ import math
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ def classify(report: Any) -> tuple[str, str] | None:
         if report.passed:
             if wasxfail is not None:
                 return "unexpected-pass", str(wasxfail)
-            return "passed", ""
+            return "passed", _user_property(report, REASON_KEY) or ""  # "fixed in X?"
         if report.skipped and wasxfail is not None:
             return "expected-fail", str(wasxfail)
         if report.failed:
@@ -184,24 +185,54 @@ class Collector:
 
 
 _ENTRY_IN_REASON = re.compile(r"matrix ([a-z_]+\[\d+\]):")
+# a pass under an expected failure measured on older releases only (plugin.fixed_in_note)
+_FIXED = re.compile(r"fixed in (\S+) (\S+)\? matrix ([a-z_]+\[\d+\]): measured failing on "
+                    r"\S+ up to \S+; narrow its versions to ([^;\s]+)")
 
 
-def _count_entry_uses(entries: list[dict[str, Any]], results: list[Entry]) -> None:
+def entries_to_narrow(results: Iterable[Entry]) -> dict[str, tuple[str, str, int]]:
+    """Expected failures that passed past their measured releases: label -> (the release,
+    e.g. "torch 2.15.0", the gate to narrow the entry to, how many of its tests passed)."""
+    fixed: dict[str, tuple[str, str, int]] = {}
+    for e in results:
+        if e.outcome != "passed":
+            continue
+        for dist, release, label, gate in _FIXED.findall(e.reason):
+            old = fixed.get(label, (f"{dist} {release}", gate, 0))
+            fixed[label] = (old[0], old[1], old[2] + 1)
+    return fixed
+
+
+def _count_entry_uses(entries: list[dict[str, Any]], results: list[Entry]) -> list[str]:
     """Set, per matrix entry, how many tests it decided (by label in the test's meta, or
-    for capability entries by the reason they gave); one pass over the results."""
+    for capability entries by the reason they gave), and for an expected failure that
+    passed past its measured releases the release that seems to fix it and the gate to
+    narrow it to; one pass over the results. Returns one warning per such entry."""
     uses: dict[str, int] = {}
     for e in results:
         labels = set(e.meta.get("matrix_entries") or ()) | set(_ENTRY_IN_REASON.findall(e.reason))
         for label in labels:
             uses[label] = uses.get(label, 0) + 1
+    fixed = entries_to_narrow(results)
+    out = []
     for entry in entries:
         entry["tests"] = uses.get(entry["entry"], 0)
+        if entry["entry"] in fixed:
+            release, gate, n = fixed[entry["entry"]]
+            entry.update(fixed_in=release, narrow_to=gate, fixed_tests=n)
+            out.append(f"matrix {entry['entry']} (area {entry['area']}): {n} of its "
+                       f"{entry['tests']} tests passed on {release}, newer than the releases it "
+                       f"was measured failing on: fixed in {release}? narrow its versions to "
+                       f"{gate}")
+    return out
 
 
 def build_report(
     collector: Collector, environment: dict[str, Any], run: dict[str, Any]
 ) -> dict[str, Any]:
-    _count_entry_uses(run.get("matrix_entries", []), list(collector.entries.values()))
+    to_narrow = _count_entry_uses(run.get("matrix_entries", []),
+                                  list(collector.entries.values()))
+    collector.warnings.extend(w for w in to_narrow if w not in collector.warnings)
     _observed_dsa(environment, collector)
     return {
         "schema": "torch-conformance-report",
@@ -308,14 +339,27 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(f"- ... and {len(rows) - 200} more (see report.json)")
     entries = report["run"].get("matrix_entries") or []
     if entries:
+        narrow = [m for m in entries if m.get("fixed_in")]
+        if narrow:
+            lines += ["", f"## Matrix entries to narrow ({len(narrow)})", "",
+                      "Expected failures whose tests passed on a release newer than every "
+                      "release they were measured failing on: counted as passed (the checks "
+                      "ran and held), listed here so the entry is narrowed.", "",
+                      "| entry | area | tests passed | fixed in? | narrow its versions to |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {m['entry']} | {m['area']} | {m['fixed_tests']} of {m['tests']} | "
+                      f"{m['fixed_in']} | `{m['narrow_to']}` |" for m in narrow]
         lines += ["", "## Matrix entries", "",
-                  "| entry | area | versions | applies here | tests | reason |",
-                  "|---|---|---|---|---|---|"]
+                  "| entry | area | versions | measured on | applies here | tests | reason |",
+                  "|---|---|---|---|---|---|---|"]
         for m in entries:
             here = "yes" if m["applies"] else f"no: {m['why_not']}"
+            if m["applies"] and m.get("beyond_measured"):
+                here += f" (not measured: {m['beyond_measured']})"
             reason = m["reason"].replace("|", "\\|")
-            lines.append(f"| {m['entry']} | {m['area']} | {m['versions'] or '-'} | {here} "
-                         f"| {m.get('tests', '-')} | {reason} |")
+            seen = "; ".join(f"{d} {', '.join(r)}" for d, r in (m.get("measured") or {}).items())
+            lines.append(f"| {m['entry']} | {m['area']} | {m['versions'] or '-'} | "
+                         f"{seen or '-'} | {here} | {m.get('tests', '-')} | {reason} |")
     lines += indexing_table(report["results"])
     lines += export_table(report["results"])
     lines += graphs_table(report["results"])

@@ -96,10 +96,16 @@ class RunState:
             why = rule.why_not(self.device.matrix_key, self.device.tags)
             if why is None and rule.kind == "budget" and self.profile not in rule.profiles:
                 why = f"the {self.profile} profile runs these cases"
+            key = self.device.matrix_key
+            beyond = self.matrix.beyond_measured(rule, key)
             out.append({"entry": rule.label, "area": rule.area, "versions": rule.gate or None,
                         "applies": why is None, "why_not": why, "reason": rule.reason,
                         "link": rule.link,
-                        "expect": rule.expect.describe() if rule.expect else None})
+                        "expect": rule.expect.describe() if rule.expect else None,
+                        "measured": {d: list(r) for d, r in
+                                     self.matrix.measured_of(rule, key).items() if r},
+                        "beyond_measured": (f"{beyond[0]} {beyond[1]} is newer than "
+                                            f"{beyond[2]}" if beyond else None)})
         return out
 
     def run_info(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from packaging.version import Version
 
 from conformance.matrix import DEFAULT_MATRIX
 from tests.conftest import SUITE
@@ -64,7 +65,7 @@ def test_expectations_and_version_gates_on_the_demo_area(suite):
     assert got["test_gated_applies"]["matrix_entries"] == ["expected_failures[2]"]
     summary = (run.report_dir / "summary.md").read_text()
     assert "## Matrix entries" in summary
-    assert f"| expected_failures[3] | demo | torch<1.0 | no: torch {torch.__version__} " \
+    assert f"| expected_failures[3] | demo | torch<1.0 | - | no: torch {torch.__version__} " \
            "is outside <1.0 | 0 |" in summary
 
 
@@ -94,3 +95,52 @@ def test_planted_crash_where_the_matrix_expects_a_wrong_value(suite, tmp_path):
                 "aborted on a NaN input (inside the implementation)")
     assert all(r["reason"] == expected for r in crash), crash[0]["reason"]
     assert twin and all(r["outcome"] == "expected-fail" for r in twin), twin
+
+
+def test_a_pass_past_the_measured_releases_is_a_likely_fix(suite):
+    """An expected failure measured on older releases only: a pass on this newer torch is
+    passed, with the entry to narrow ("fixed in X?"), in the terminal and the report; the
+    run is green. Within the measured releases a pass stays a failure (strict XPASS), and
+    a failure past them stays an expected failure."""
+    run = suite(str(DEMO / "demo_measured.py"), "--device=cpu", "-n", "0",
+                f"--device-matrix={DEMO / 'demo_measured_matrix.yaml'}")
+    got = _by_name(run.report)
+    assert {n: r["outcome"] for n, r in got.items()} == {
+        "test_fixed_past_measured": "passed",
+        "test_fixed_within_measured": "failed",
+        "test_still_failing_past_measured": "expected-fail",
+    }, run.output[-3000:]
+    assert run.returncode == 1  # the strict XPASS within the measured releases
+    release = torch.__version__.split("+")[0]
+    v = Version(release)
+    gate = f">=0.9,<99,<{v.major}.{v.minor}"
+    assert got["test_fixed_past_measured"]["reason"] == (
+        f"fixed in torch {release}? matrix expected_failures[0]: measured failing on torch up "
+        f"to 1.0.0; narrow its versions to torch{gate}")
+    assert f"fixed in torch {release}? matrix expected_failures[0]: 1 expected failure " \
+           "passed past the releases it was measured on" in run.stdout
+    entries = {e["entry"]: e for e in run.report["run"]["matrix_entries"]}
+    first, second = entries["expected_failures[0]"], entries["expected_failures[1]"]
+    assert first["measured"] == {"torch": ["0.9.0", "1.0.0"]}
+    assert first["beyond_measured"] == f"torch {torch.__version__} is newer than 1.0.0"
+    assert (first["fixed_in"], first["narrow_to"], first["fixed_tests"]) == (
+        f"torch {release}", f"torch{gate}", 1)
+    assert second["measured"] == {"torch": ["0.9.0", "1.0.0", "99.0"]}
+    assert second["beyond_measured"] is None and "fixed_in" not in second
+    assert any("fixed in torch" in w for w in run.report["warnings"])
+    summary = (run.report_dir / "summary.md").read_text()
+    assert "## Matrix entries to narrow (1)" in summary
+    assert f"| expected_failures[0] | demo | 1 of 2 | torch {release} | `torch{gate}` |" \
+        in summary
+
+
+def test_measured_releases_are_validated(tmp_path):
+    from conformance.errors import ConfigError
+    from conformance.matrix import load_matrix
+
+    data = yaml.safe_load((DEMO / "demo_measured_matrix.yaml").read_text())
+    data["measured"] = {"cpu": {"torch": ["2.x"]}}
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"measured\.cpu\.torch\[0\]"):
+        load_matrix(path)

@@ -50,3 +50,4 @@ def test_gated_tolerance(impl, record):
 
 def test_gated_unsupported(impl, record):
     raise AssertionError("must not run")
+

@@ -4,6 +4,7 @@
     torch-conformance merge DIR... -o OUT
     torch-conformance bundle OUTDIR [--python 3.12] [--platform TAG] [--torch]
     torch-conformance selftest [--module M] [--area A] [--json OUT]
+    torch-conformance releases OUT [-o FILE]
 
 Exit status: 0 fine; 1 regressions (diff) or a surviving fault (selftest); 4 a usage
 error (one line on stderr).
@@ -112,6 +113,20 @@ def _selftest(opts: argparse.Namespace) -> int:
     return 0 if good else 1
 
 
+def _releases(opts: argparse.Namespace) -> int:
+    from conformance.release_table import ReleaseTableError, write_table
+
+    target = Path(opts.output or Path(opts.out) / "release-matrix.md")
+    try:
+        runs = write_table(Path(opts.out), target)
+    except ReleaseTableError as exc:
+        raise UsageError(str(exc)) from None
+    red = [r.release for r in runs if r.rc != 0]
+    print(f"{len(runs)} releases, {len(red)} not green{': ' + ', '.join(red) if red else ''}; "
+          f"wrote {target}")
+    return 1 if red else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="torch-conformance", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -154,6 +169,11 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("-j", "--jobs", type=int, default=2, help="pytest runs at once (default 2)")
     t.add_argument("--json", help="also write the table and every fault's outcome as JSON")
     t.set_defaults(run=_selftest)
+    r = sub.add_parser("releases", help="one table of ci/release-matrix.sh's runs (release x "
+                                        "area); exit 1 unless every release exited 0")
+    r.add_argument("out", help="ci/release-matrix.sh's output directory (OUT/<release>/)")
+    r.add_argument("-o", "--output", help="the Markdown table (default OUT/release-matrix.md)")
+    r.set_defaults(run=_releases)
     return p
 
 

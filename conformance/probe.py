@@ -90,9 +90,37 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+# How to get each optional package; an extra built against one torch release says which.
+INSTALL_HINTS = {
+    "triton": "pip install triton",
+    "cutlass-dsl": "pip install -e '.[cute]'",
+    "flash-attn-4": "pip install -e '.[cute]'",
+    "executorch": "pip install -e '.[executorch]'",
+}
+# extra -> (the torch releases it is built for, why): elsewhere its cases are skipped saying so
+TORCH_PINNED_EXTRAS = {
+    "executorch": ("==2.13.*", "executorch 1.5.1 is built against torch 2.13: its runtime "
+                               "extension loads with torch 2.13 only"),
+}
+
+
+def _absent_reason(tag: str, mod: str) -> str:
+    why = f"package {mod} is not installed ({INSTALL_HINTS.get(tag, 'pip install ' + mod)})"
+    if tag in TORCH_PINNED_EXTRAS:
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+
+        spec, because = TORCH_PINNED_EXTRAS[tag]
+        here = Version(torch.__version__.split("+")[0])
+        if not SpecifierSet(spec).contains(here, prereleases=True):
+            why = (f"package {mod} is not installed, and its extra needs torch{spec}, not "
+                   f"torch {torch.__version__} ({because}); run it in a torch{spec} venv")
+    return why
+
+
 def _package_tags() -> tuple[set[str], dict[str, str]]:
     present = {tag for tag, mod in OPTIONAL_PACKAGES.items() if importlib.util.find_spec(mod)}
-    absent = {tag: f"package {mod} is not installed"
+    absent = {tag: _absent_reason(tag, mod)
               for tag, mod in OPTIONAL_PACKAGES.items() if tag not in present}
     probed, failed = probe_tags()
     return present | probed, {**absent, **failed}

@@ -227,3 +227,16 @@ def test_a_budget_entry_skips_in_its_profiles_only(suite, tmp_path):
             reason = run.report["results"][0]["reason"]
             assert "left out by the ci profile: matrix budget[0]: a planted budget" in reason
             assert "--profile dev or thorough runs it" in reason
+
+
+def test_every_shipped_entry_names_the_releases_it_holds_for():
+    """Every expected failure, unsupported and budget entry depends on what some release of
+    torch (or of triton, for the interpreter's defects) does: each carries a `versions`
+    gate, and the CPU releases they were measured on are listed (ci/release-matrix.sh)."""
+    data = yaml.safe_load(DEFAULT_MATRIX.read_text())
+    missing = [f"{key}[{i}]" for key in ("expected_failures", "unsupported", "budget")
+               for i, e in enumerate(data.get(key) or [])
+               if not {"torch", "triton"} & set(e.get("versions") or {})]
+    assert not missing, f"entries without a torch / triton version gate: {missing}"
+    measured = data["measured"]["cpu"]["torch"]
+    assert measured[0] == "2.11.0" and len(measured) >= 4, measured

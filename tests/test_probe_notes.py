@@ -24,3 +24,19 @@ def test_torch_probe_note_only_on_torch_builtins(suite):
     summary = (run.report_dir / "summary.md").read_text()
     assert "- gemm / `torch.matmul` / float16: torch probe: CPU matmul served by" in summary
     assert "`planted.ragged_split_k` / float16:" not in summary
+
+
+def test_an_extra_built_for_another_torch_says_which(monkeypatch):
+    """Where executorch is absent on a torch its extra is not built for, the skip reason
+    names the torch the extra needs (every executorch case is skipped with it)."""
+    import torch
+
+    from conformance import probe
+
+    monkeypatch.setattr(torch, "__version__", "2.15.0+cu130")
+    why = probe._absent_reason("executorch", "executorch")
+    assert why.startswith("package executorch is not installed, and its extra needs "
+                          "torch==2.13.*, not torch 2.15.0+cu130 (executorch 1.5.1 is built")
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    assert probe._absent_reason("executorch", "executorch") == (
+        "package executorch is not installed (pip install -e '.[executorch]')")

@@ -240,3 +240,24 @@ def test_every_shipped_entry_names_the_releases_it_holds_for():
     assert not missing, f"entries without a torch / triton version gate: {missing}"
     measured = data["measured"]["cpu"]["torch"]
     assert measured[0] == "2.11.0" and len(measured) >= 4, measured
+
+
+def test_measured_ranges_and_the_gate_to_narrow_to(monkeypatch):
+    from conformance import versions
+
+    installed = {"torch": "2.16.0+cu130"}
+    monkeypatch.setattr(versions, "installed_version", installed.get)
+    measured = {"torch": ("2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")}
+    open_bug = versions.parse_gate("e", {"torch": ">=2.11"})
+    fixed = versions.parse_gate("e", {"torch": "<2.14"})
+    assert versions.measured_admitted(fixed, "torch", measured["torch"]) == (
+        "2.11.0", "2.12.1", "2.13.0")
+    assert versions.beyond_measured(open_bug, measured) == ("torch", "2.16.0+cu130", "2.15.0")
+    assert versions.beyond_measured(open_bug, {}) is None  # never measured: no range
+    installed["torch"] = "2.15.0"
+    assert versions.beyond_measured(open_bug, measured) is None  # the newest measured
+    installed["torch"] = "2.16.0.dev20261201"  # a nightly of a newer release: past them
+    assert versions.beyond_measured(open_bug, measured)[2] == "2.15.0"
+    assert versions.narrowed(open_bug, "torch", "2.16.0", "2.15.0") == ">=2.11,<2.16"
+    assert versions.narrowed(open_bug, "torch", "2.15.1", "2.15.0") == ">=2.11,<2.15.1"
+    assert versions.narrowed((), "torch", "2.16.0", "2.15.0") == "<2.16"

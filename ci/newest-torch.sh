@@ -8,7 +8,8 @@
 #   ci/newest-torch.sh --check [OUT]
 #                                the qualification on the newest release (ci/release-matrix.sh
 #                                OUT NEWEST), then the matrix entries it passes, each with
-#                                the release to narrow its versions to ("fixed in X?")
+#                                the release to narrow its versions to ("fixed in X?"); exits
+#                                with the qualification's status
 #
 # Bumping the pin: run --check; where it exits 0, set NEWEST_TORCH in .ci/run to the new
 # release, narrow each entry it lists (versions: {torch: "<X"}), add the release to the
@@ -49,7 +50,9 @@ for e in rows:
     print(f"  {e['label']} (area {e['area']}): fixed in {e['fixed_in']}? "
           f"narrow its versions to {e['narrow_to']}")
 PY
-    echo "exit status of the qualification on $newest: $(cat "$out/$newest/rc")"
+    rc=$(cat "$out/$newest/rc" 2>/dev/null || echo 4)
+    echo "exit status of the qualification on $newest: $rc"
+    exit "$rc"
     ;;
   "")
     newest=$(releases | tail -n 1)

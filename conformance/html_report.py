@@ -12,9 +12,10 @@ from importlib import resources
 from typing import Any
 
 from conformance.margin_plots import as_margin
+from conformance.outcomes import BAD_OUTCOMES
 from conformance.report_tables import area_times
 
-BAD = ("failed", "error", "unexpected-pass")
+BAD = BAD_OUTCOMES
 TIGHTEST = 20
 _ENTRY = re.compile(r"^matrix (expected_failures\[\d+\]): ")
 

@@ -12,6 +12,8 @@ import pytest
 
 UNSUPPORTED_TAG = "[unsupported]"
 SKIPPED_TAG = "[skipped]"
+# the outcomes that make a run fail (report.html's FAIL, diff's regressions, the release table)
+BAD_OUTCOMES = ("failed", "error", "unexpected-pass")
 
 
 def unsupported(reason: str) -> NoReturn:

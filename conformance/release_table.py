@@ -17,7 +17,9 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-BAD = ("failed", "error", "unexpected-pass")
+from conformance.outcomes import BAD_OUTCOMES
+
+BAD = BAD_OUTCOMES
 
 
 class ReleaseTableError(Exception):

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance.margin_plots import as_margin
+from conformance.outcomes import BAD_OUTCOMES
 
-BAD = ("failed", "error", "unexpected-pass")
+BAD = BAD_OUTCOMES
 NOT_RUN = ("skipped", "unsupported")
 MARGIN_FLOOR = 1e-3  # margins below this on both sides are noise-level: never "moved"
 

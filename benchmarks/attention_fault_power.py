@@ -38,7 +38,7 @@ FAULTS = {
 
 def measure(root: Path, spec: str, scope: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pytest", "conformance/attention", "-n", "0", "-q",
+        cmd = [sys.executable, "-m", "pytest", "conformance/areas/attention", "-n", "0", "-q",
                "-p", "no:cacheprovider", "--no-builtins", f"--impl=attention=planted.{spec}",
                "--report", tmp, *scope]
         proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,

@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from conformance.attention.catalogue import MASKS, Geometry
+from conformance.areas.attention.catalogue import MASKS, Geometry
 from impls.attention.sdpa import sdpa_math
 
 Fn = Callable[..., Any]

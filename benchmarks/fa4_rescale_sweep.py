@@ -1,6 +1,6 @@
 """Search for inputs where FA4's conditional rescaling breaks the FlashAttention rule.
 
-Scores grow by g log2 units per kv tile (both directions, conformance/attention/
+Scores grow by g log2 units per kv tile (both directions, conformance/areas/attention/
 cases.py::growing_scores) for g over a grid, several lengths, fp16 and bf16;
 prints the error / bound ratio of the FA4 model (sm100 configuration) for out and lse,
 the largest P the model fed to P V, and the out error of the model over that of the same
@@ -17,10 +17,10 @@ import math
 import numpy as np
 import torch
 
-from conformance.attention.cases import AttnCase, growing_scores
-from conformance.attention.checks import fa_rule
-from conformance.attention.reference import baseline, oracle_reference
-from conformance.tensors import exact_numpy
+from conformance.areas.attention.cases import AttnCase, growing_scores
+from conformance.areas.attention.checks import fa_rule
+from conformance.areas.attention.reference import baseline, oracle_reference
+from conformance.harness.tensors import exact_numpy
 from impls.attention.fa4.model import fa4_model_sm100
 
 ALWAYS = fa4_model_sm100.with_config("always_rescale", threshold=0.0)

@@ -3,7 +3,8 @@ seed under a profile (``dev`` by default), and tabulate every failure with its r
 line, the time of each run and the tightest margin per area.
 
     python benchmarks/fresh_seeds.py --runs 10 --out docs/results/fresh-seeds.md
-    python benchmarks/fresh_seeds.py --runs 20 --select conformance/attention --label attention
+    python benchmarks/fresh_seeds.py --runs 20 --select conformance/areas/attention \
+        --label attention
 
 Seeds come from the OS (recorded in the table), or ``--seeds 1 2 3`` to replay. Each run
 writes its report under ``--work`` (``report.json``: outcomes, margins, reproduce lines);

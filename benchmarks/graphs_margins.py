@@ -1,4 +1,4 @@
-"""Margin study of the graphs area's eager check: the error-ratio rule (conformance/graphs/
+"""Margin study of the graphs area's eager check: the error-ratio rule (conformance/areas/graphs/
 checks.py) over many seeds, per workload and dtype, on this machine's CPU eager kernels.
 
     python benchmarks/graphs_margins.py [--seeds 60] [--steps 4]
@@ -13,10 +13,10 @@ import argparse
 
 import torch
 
-from conformance.compare import Measurement
-from conformance.graphs.catalogue import WORKLOADS
-from conformance.graphs.checks import OracleJudge, step_errors
-from conformance.tensors import exact_numpy
+from conformance.areas.graphs.catalogue import WORKLOADS
+from conformance.areas.graphs.checks import OracleJudge, step_errors
+from conformance.harness.compare import Measurement
+from conformance.harness.tensors import exact_numpy
 
 
 class _Worst:

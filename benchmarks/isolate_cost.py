@@ -1,4 +1,4 @@
-"""The cost of crash isolation (conformance.isolate) on this machine: a cold start (the
+"""The cost of crash isolation (conformance.processes.isolate) on this machine: a cold start (the
 first case: a fresh interpreter, the torch import, the handshake), a warm trivial case
 (median over N), and the first case after a retired child (its replacement started in the
 background). Writes docs/results/isolate-cost-<date>.json and .md:
@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "tests"))
 
-from conformance.isolate import run_isolated, shutdown  # noqa: E402
+from conformance.processes.isolate import run_isolated, shutdown  # noqa: E402
 
 BUDGET_MS = 50.0  # the issue's budget for a warm isolated case's overhead
 TRIVIAL = "operator:add"
@@ -90,7 +90,7 @@ def markdown(result: dict, command: str, date: str) -> str:
     after = ", ".join(f"{s:.2f}" for s in result["after_retire_s"])
     return f"""# Crash isolation cost ({date})
 
-`conformance.isolate.run_isolated` on {result['device']}, torch {result['torch']},
+`conformance.processes.isolate.run_isolated` on {result['device']}, torch {result['torch']},
 Python {result['python']}, {result['cpu_count']} CPU cores ({result['platform']}).
 
 | measure | value |

@@ -1,4 +1,4 @@
-"""The cost of the rank pool (conformance.ranks) on this machine: a pool start (W fresh
+"""The cost of the rank pool (conformance.processes.ranks) on this machine: a pool start (W fresh
 interpreters, the torch import, the FileStore rendezvous, gloo's connections) and a warm
 collective case on every rank (median and p90 over N), for W = 2, 3, 4; plus one eager
 all_reduce case of the collectives area (forward and backward). Writes
@@ -23,11 +23,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
-from conformance.collectives.catalogue import build  # noqa: E402
-from conformance.ranks import run_ranks, shutdown  # noqa: E402
+from conformance.areas.collectives.catalogue import build  # noqa: E402
+from conformance.processes.ranks import run_ranks, shutdown  # noqa: E402
 
 SUM = "tests.planted.rank_cases:rank_sum"
-EAGER = "conformance.collectives.cases:eager"
+EAGER = "conformance.areas.collectives.cases:eager"
 
 
 def _ms(values: list[float]) -> dict[str, float]:

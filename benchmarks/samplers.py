@@ -3,7 +3,7 @@ smallest parameter error it detects with probability 0.99.
 
     python benchmarks/samplers.py [--dtype float32] [--repeat 3] [--out FILE.md]
 
-The check is ``conformance.samplers.checks.goodness_of_fit`` as the suite runs it (draw on
+The check is ``conformance.areas.samplers.checks.goodness_of_fit`` as the suite runs it (draw on
 the CPU, support, omnibus tests, targeted tests), timed end to end, best of ``--repeat``.
 "Detectable error" is the relative parameter error (location in units of the scale) the
 targeted test detects with power 0.99 at the per-check level ALPHA.
@@ -24,10 +24,10 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conformance.record import Record
-from conformance.samplers.checks import Family, draw, fmt_of, goodness_of_fit
-from conformance.samplers.data import SPECS
-from conformance.stats import ALPHA, FORMATS
+from conformance.areas.samplers.checks import Family, draw, fmt_of, goodness_of_fit
+from conformance.areas.samplers.data import SPECS
+from conformance.harness.record import Record
+from conformance.stats.gof import ALPHA, FORMATS
 from impls import samplers
 from oracles.samplers import detectable, oracle
 
@@ -60,7 +60,7 @@ def main() -> None:
             t0 = time.perf_counter()
             x = draw(getattr(samplers, name), (spec.n,), dtype, torch.device("cpu"), params,
                      rep, rec)
-            from conformance.samplers.checks import to_numpy
+            from conformance.areas.samplers.checks import to_numpy
 
             fam = Family(rec, 6)
             goodness_of_fit(fam, oracle(spec.method, spec.main), to_numpy(x), fmt_of(dtype))

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The GPU campaign: every GPU check and benchmark of every area in one run of at most
-# 8 minutes on one H200 (stages and budgets: conformance/campaign.py; README, "Running on a
+# 8 minutes on one H200 (stages and budgets: conformance/cli/campaign.py; README, "Running on a
 # GPU"). On the GPU host, after carrying what ci/gpu-carry.sh prepared:
 #   usage: ci/gpu-campaign.sh OUTDIR              the campaign (python3 with torch + CUDA)
 #          ci/gpu-campaign.sh --dry-run OUTDIR    its rehearsal on a CPU (CI runs it)
 # It unpacks the CuTe DSL parts (from .gpu/ or /tmp, one of each name), installs the carried
 # wheels (.whl/) into /tmp/site, puts both and this checkout on PYTHONPATH, and runs
-# python3 -m conformance.campaign, which writes at most eight files into OUTDIR.
+# python3 -m conformance.cli.campaign, which writes at most eight files into OUTDIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t parts < <(ls .gpu/cute.tar.xz.part-* /tmp/cute.tar.xz.part-* 2>/dev/null \
@@ -34,4 +34,4 @@ if ! python3 -c "import importlib.metadata as m, sys; sys.exit(not any(
 fi
 python3 -c "import conformance.plugin" 2>/dev/null \
   || { echo "error: the suite does not import here (missing packages?)" >&2; exit 4; }
-exec python3 -m conformance.campaign "$@"
+exec python3 -m conformance.cli.campaign "$@"

@@ -28,22 +28,6 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-#: op -> (lowest valid index as a multiple of -n: 1 means -n, 0 means 0), from torch's docs
-#: and ATen's checks (negative indices wrap for the advanced-indexing family and take/put_)
-NEGATIVE_OK = {
-    "index_select": False, "gather": False, "scatter_": False, "scatter_add_": False,
-    "scatter_reduce_": False, "index_add_": False, "index_copy_": False, "index_fill_": True,
-    "index_put_": True, "index_reduce_": False, "take": True, "put_": True, "getitem": True,
-    "setitem": True, "embedding": False, "embedding_bag": False, "nll_loss": False,
-    "cross_entropy": False, "one_hot": False,
-}
-
-
-def valid_range(op: str, n: int) -> tuple[int, int]:
-    """The half-open range [lo, hi) of valid indices of ``op`` for a dimension of size n."""
-    return (-n if NEGATIVE_OK[op] else 0), n
-
-
 @dataclass
 class Expected:
     """The oracle's result. ``value`` is exact for non-accumulating ops (the last write where

@@ -15,7 +15,7 @@ import conformance
 
 pytest_plugins = ["pytester"]
 
-SUITE = Path(conformance.__file__).parent
+SUITE = Path(conformance.__file__).parent / "areas"  # the area folders
 TESTS = Path(__file__).parent
 
 

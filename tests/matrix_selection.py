@@ -40,7 +40,7 @@ class _Selection:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items) -> None:
-        from conformance.plugin import STATE
+        from conformance.harness.runstate import STATE
 
         self.matrix = config.stash[STATE].matrix
         self.ids = [(i.nodeid, i.get_closest_marker("area")) for i in items]
@@ -77,6 +77,23 @@ def selection() -> dict:
     return out
 
 
+def differences(snapshot: dict, now: dict) -> list[str]:
+    """Entries whose selection changed, among the tests both collections know: a test
+    added or removed since the snapshot changes nothing; a renamed one (its id unknown to
+    the snapshot) leaves the selections it was in, and is reported."""
+    old_universe = set(snapshot["universe"])
+    now_universe = set(now["universe"])
+    out = []
+    for key in sorted(set(snapshot["entries"]) | set(now["entries"])):
+        before = {n for n in snapshot["entries"].get(key, ()) if digest(n) in now_universe}
+        after = {n for n in now["entries"].get(key, ()) if digest(n) in old_universe}
+        gone = set(snapshot["entries"].get(key, ())) - before
+        if before != after or (gone and not after):
+            out.append(f"{key}: lost {sorted(before - after)[:5]}, gained "
+                       f"{sorted(after - before)[:5]}, no longer collected {sorted(gone)[:5]}")
+    return out
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         import contextlib
@@ -94,7 +111,9 @@ def main() -> None:
         SNAPSHOT.parent.mkdir(exist_ok=True)
         SNAPSHOT.write_text(json.dumps(data, indent=0) + "\n")
     else:
-        print(json.dumps(data)[:2000])
+        problems = differences(json.loads(SNAPSHOT.read_text()), data)
+        print("\n".join(problems) or "every entry selects what it selected in the snapshot")
+        raise SystemExit(1 if problems else 0)
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ def test_bundle_installs_offline_and_runs_an_area(tmp_path):
     assert inst.returncode == 0, inst.stderr[-2000:]
     work = tmp_path / "lab"
     work.mkdir()
-    run = _run([py, "-m", "pytest", "--pyargs", "conformance.special", "-p", "no:cacheprovider",
-                "-q", "--device=cpu", "--report=out"], work, env)
+    run = _run([py, "-m", "pytest", "--pyargs", "conformance.areas.special", "-p",
+                "no:cacheprovider", "-q", "--device=cpu", "--report=out"], work, env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert (work / "out" / "report.html").is_file()
     assert "special.erfcx torch.special.erfcx" in run.stdout

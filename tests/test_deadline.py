@@ -1,4 +1,4 @@
-"""--time-budget (conformance/deadline.py): past the budget no test starts, the rest are
+"""--time-budget (conformance/run/deadline.py): past the budget no test starts, the rest are
 reported skipped with the reason, the report is still written; a bad value is a usage error."""
 
 from __future__ import annotations

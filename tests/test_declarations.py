@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conformance.errors import ConfigError
-from conformance.matrix import DEFAULT_MATRIX, load_matrix
+from conformance.harness.errors import ConfigError
+from conformance.harness.matrix import DEFAULT_MATRIX, load_matrix
 from tests.conftest import SUITE
 
 pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
@@ -56,7 +56,7 @@ def test_vocabulary_covers_what_the_tests_and_builtins_use():
     """Every feature a built-in declares is in its area's vocabulary (the registry would
     refuse it otherwise), and every name in the vocabulary is asked for by some test: the
     attention catalogue's masks and mods, and the needs markers."""
-    from conformance.attention.catalogue import MASKS, SCORE_MODS
+    from conformance.areas.attention.catalogue import MASKS, SCORE_MODS
 
     matrix = load_matrix()
     att = matrix.areas["attention"].features

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from conformance import deps
-from conformance.versions import installed_version
+from conformance.harness import deps
+from conformance.harness.versions import installed_version
 
 
 def _fake_interpreter(launch):

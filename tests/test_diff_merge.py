@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.run_diff import diff_reports
+from conformance.report.diff import diff_reports
 from tests.conftest import PLANTED_SELECTION, run_suite
 
 VENDOR = "--impl=special.erfcx=planted.vendor_builds:build_1"

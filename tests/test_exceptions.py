@@ -49,4 +49,5 @@ def test_planted_topk_exception_is_reported_with_its_case(suite):
                                 "kernel aborted on a NaN input")
     assert "[topk] implementation raised RuntimeError" in run.stdout
     assert "  case: input=shape=(2, 4)" in run.stdout, run.stdout[-3000:]
-    assert "reproduce: pytest 'conformance/topk/test_topk.py::test_special_values[" in run.stdout
+    assert ("reproduce: pytest 'conformance/areas/topk/test_topk.py::test_special_values["
+            in run.stdout)

@@ -10,7 +10,7 @@ import torch
 import yaml
 from packaging.version import Version
 
-from conformance.matrix import DEFAULT_MATRIX
+from conformance.harness.matrix import DEFAULT_MATRIX
 from tests.conftest import SUITE
 
 pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
@@ -135,8 +135,8 @@ def test_a_pass_past_the_measured_releases_is_a_likely_fix(suite):
 
 
 def test_measured_releases_are_validated(tmp_path):
-    from conformance.errors import ConfigError
-    from conformance.matrix import load_matrix
+    from conformance.harness.errors import ConfigError
+    from conformance.harness.matrix import load_matrix
 
     data = yaml.safe_load((DEMO / "demo_measured_matrix.yaml").read_text())
     data["measured"] = {"cpu": {"torch": ["2.x"]}}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conformance.attention.test_fa4_algorithm import expected_rescales, spec_poly_error
+from conformance.areas.attention.test_fa4_algorithm import expected_rescales, spec_poly_error
 from impls.attention.fa4 import spec
 from impls.attention.fa4.model import fma32, hardware_exp2, software_exp2
 from tests.conftest import SUITE

@@ -19,7 +19,7 @@ import cutlass.cute as cute
 import cutlass.utils.blackwell_helpers as sm100_utils
 from cutlass.cute.nvgpu import OperandMajorMode, tcgen05
 
-from conformance.attention.catalogue import MASKS, SCORE_MODS, Geometry
+from conformance.areas.attention.catalogue import MASKS, SCORE_MODS, Geometry
 from impls.attention.fa4 import spec
 from impls.attention.fa4.catalogue_map import COVER_PAIRS
 from impls.attention.fa4.sm100 import variants

@@ -51,7 +51,7 @@ def test_api_recognises_catalogue_entries():
     import numpy as np
     import torch
 
-    from conformance.attention.catalogue import MASKS, SCORE_MODS, Geometry
+    from conformance.areas.attention.catalogue import MASKS, SCORE_MODS, Geometry
     from impls.attention.fa4.sm90 import api
 
     geo = Geometry(batch=1, heads=4, sq=5, sk=9)

@@ -1,4 +1,4 @@
-"""The GPU campaign (conformance/campaign.py, ci/gpu-campaign.sh): its dry run on the CPU
+"""The GPU campaign (conformance/cli/campaign.py, ci/gpu-campaign.sh): its dry run on the CPU
 writes the deliverable within the device tool's limits, a stage past its budget is killed
 with its process group and recorded, and the benchmark ratios meet or miss their targets as
 measured. CI runs the whole dry run (.ci/run); here three stages of it."""
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import campaign, campaign_summary
+from conformance.cli import campaign
+from conformance.report import campaign_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 

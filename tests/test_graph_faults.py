@@ -60,7 +60,7 @@ def test_bench_on_the_reference_runtime(tmp_path):
     writes a row per workload; a bad --impl is a usage error (exit 4)."""
     import json
 
-    from conformance.graphs import bench
+    from conformance.areas.graphs import bench
 
     out = tmp_path / "bench.json"
     assert bench.main(["--device", "cpu", "--impl", "tests.planted.graph_runtime:reference",

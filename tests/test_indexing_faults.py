@@ -52,7 +52,7 @@ def test_invalid_cases_in_the_isolation_runner(suite, tmp_path: Path):
     """With the CPU declared ``errors: {isolate: true}`` the invalid cases run in a warm
     child: the same verdicts (a clamping fault flagged, torch's own op passing), and each
     outcome with its foreground command in the report."""
-    matrix = (SUITE / "device_matrix.yaml").read_text()
+    matrix = (SUITE.parent / "device_matrix.yaml").read_text()
     flipped = matrix.replace("errors: {after: keeps_working, isolate: false}",
                              "errors: {after: keeps_working, isolate: true}")
     assert flipped != matrix
@@ -68,15 +68,15 @@ def test_invalid_cases_in_the_isolation_runner(suite, tmp_path: Path):
     notes = [r for r in results["torch.index_select"] if (r.get("notes") or {}).get("isolated")]
     assert notes, "no isolated outcome recorded"
     first = notes[0]["notes"]["isolated"][0]
-    assert first["kind"] == "returned" and "python -m conformance.isolate" in first["foreground"]
-    assert "rerun in the foreground: python -m conformance.isolate" in run.stdout
+    assert first["kind"] == "returned" and "torch-conformance isolate" in first["foreground"]
+    assert "rerun in the foreground: torch-conformance isolate" in run.stdout
 
 
 def test_poisoning_device_declaration(suite, tmp_path: Path):
     """A device declared ``errors: {after: poisoned}`` runs its invalid cases isolated, in
     float32 and int64 only (each would need a fresh child there), and accepts a device that
     raises afterwards, never a wrong result."""
-    matrix = (SUITE / "device_matrix.yaml").read_text()
+    matrix = (SUITE.parent / "device_matrix.yaml").read_text()
     flipped = matrix.replace("errors: {after: keeps_working, isolate: false}",
                              "errors: {after: poisoned, isolate: true}")
     path = tmp_path / "matrix.yaml"

@@ -24,12 +24,15 @@ X = A([[1., 2., 3.], [4., 5., 6.]])
 W = A([[1., 2.], [3., 4.], [5., 6.], [7., 8.]])  # embedding table, 4 rows
 
 
-def test_valid_range_and_negative_ok():
-    wrapping = {k for k, v in ix.NEGATIVE_OK.items() if v}
-    assert wrapping == {"take", "put_", "index_put_", "getitem", "setitem", "index_fill_"}
-    assert ix.valid_range("take", 6) == (-6, 6)
-    assert ix.valid_range("gather", 4) == (0, 4)
-    assert ix.valid_range("one_hot", 3) == (0, 3)
+def test_negative_indices_wrap_only_where_torch_wraps_them():
+    """take, put_, index_put_ and getitem/setitem wrap [-n, 0); the others reject -1."""
+    eq(ix.take(X, A([-6])).value, [1])
+    raises(ix.take, X, A([-7]))
+    eq(ix.getitem(X, 1, A([-3])).value, [[1], [4]])
+    raises(ix.gather, X, 1, A([[-1], [0]]))
+    raises(ix.index_select, X, 0, A([-1]))
+    raises(ix.one_hot, A([-1]), 3)
+    raises(ix.embedding, A([-1]), W)
 
 
 def test_reading_ops():

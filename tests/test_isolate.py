@@ -1,5 +1,5 @@
-"""conformance.isolate: every Outcome kind, the warm pool, the CLI, and the isolated fixture
-end to end in a child pytest (with no process left behind)."""
+"""conformance.processes.isolate: every Outcome kind, the warm pool, the CLI, and the isolated
+fixture end to end in a child pytest (with no process left behind)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import isolate
-from conformance.isolate import Outcome, foreground_command, run_isolated, shutdown
-from conformance.isolation_plugin import Isolated
+from conformance.processes import isolate
+from conformance.processes.isolate import Outcome, foreground_command, run_isolated, shutdown
+from conformance.run.isolation import Isolated
 from tests.conftest import TESTS
 from tests.planted import crashers
 
@@ -202,7 +202,7 @@ def test_foreground_command_round_trip():
     cmd = foreground_command(crashers.add, (1,), {"b": 2}, "cuda:0",
                              {"CUDA_LAUNCH_BLOCKING": "1"})
     words = shlex.split(cmd)
-    assert words[:6] == ["python", "-m", "conformance.isolate", "--device=cuda:0",
+    assert words[:6] == ["torch-conformance", "isolate", "--device=cuda:0",
                          "--env=CUDA_LAUNCH_BLOCKING=1", f"{NAME}:add"]
     assert ast.literal_eval(words[6]) == ((1,), {"b": 2})
     assert foreground_command(crashers.add, (object(),), {}, "cpu", None) is None
@@ -211,7 +211,7 @@ def test_foreground_command_round_trip():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "conformance.isolate", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "conformance.cli", "isolate", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -246,7 +246,7 @@ def test_cli_bad_usage(args):
     run = _cli(*args)
     assert run.returncode == 4
     assert len(run.stderr.splitlines()) == 1 and "Traceback" not in run.stderr, run.stderr
-    assert run.stderr.startswith("conformance.isolate: error: ")
+    assert run.stderr.startswith("torch-conformance isolate: error: ")
 
 
 def test_shutdown_stops_every_child():
@@ -269,7 +269,7 @@ def test_fixture_helper_modes():
     child = Isolated("cpu", "child", 30.0, {"K": "v"}, notes.append)
     out = child(crashers.abort)
     assert notes[-1][0]["foreground"] == child.command(out) == \
-        f"python -m conformance.isolate --device=cpu --env=K=v {NAME}:abort '((), {{}})'"
+        f"torch-conformance isolate --device=cpu --env=K=v {NAME}:abort '((), {{}})'"
     assert child.explain().splitlines() == [
         out.describe(), "stderr (last 1 lines):", "  about to abort",
         f"rerun in the foreground: {child.command(out)}"]
@@ -293,6 +293,6 @@ def test_isolated_fixture_in_a_session(suite, monkeypatch, workers):
     notes = {r["nodeid"].split("::")[-1]: r["notes"] for r in run.report["results"]}
     (abort,) = notes["test_abort"]["isolated"]
     assert (abort["kind"], abort["signal"], abort["retired"]) == ("signal", "SIGABRT", True)
-    assert abort["foreground"] == "python -m conformance.isolate --device=cpu " \
+    assert abort["foreground"] == "torch-conformance isolate --device=cpu " \
                                   "planted.crashers:abort '((), {})'"
     assert notes["test_returns"]["isolated"][0]["value"] == 3

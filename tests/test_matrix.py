@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.errors import ConfigError
-from conformance.matrix import DEFAULT_MATRIX, load_matrix
+from conformance.harness.errors import ConfigError
+from conformance.harness.matrix import DEFAULT_MATRIX, load_matrix
 
 pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
 
@@ -156,7 +156,7 @@ def test_broken_matrix_exits_4_with_one_line(suite, tmp_path):
 def test_version_gates(tmp_path, monkeypatch):
     """An entry applies only where every named distribution is installed at an admitted
     version (PEP 440: local labels ignored, a pre-release of 2.13 is not < 2.13)."""
-    from conformance import versions
+    from conformance.harness import versions
 
     fake = {"torch": "2.11.0+cu130", "numpy": "2.4.6", "triton": "3.6.0"}
     monkeypatch.setattr(versions, "installed_version", fake.get)
@@ -243,7 +243,7 @@ def test_every_shipped_entry_names_the_releases_it_holds_for():
 
 
 def test_measured_ranges_and_the_gate_to_narrow_to(monkeypatch):
-    from conformance import versions
+    from conformance.harness import versions
 
     installed = {"torch": "2.16.0+cu130"}
     monkeypatch.setattr(versions, "installed_version", installed.get)

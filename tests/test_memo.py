@@ -1,4 +1,4 @@
-"""conformance/memo.py: content addresses, the shared directory's life, and that a memoised
+"""conformance/harness/memo.py: content addresses, the shared directory's life, and that a memoised
 attention reference is the one a fresh computation gives."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conformance import memo
+from conformance.harness import memo
 
 pytestmark = pytest.mark.harness_only
 
@@ -87,8 +87,8 @@ def test_attach_shares_the_controllers_directory(session):
 
 
 def test_memoised_attention_reference_equals_a_fresh_one(session):
-    from conformance.attention.cases import AttnCase
-    from conformance.attention.reference import baseline, oracle_reference, references
+    from conformance.areas.attention.cases import AttnCase
+    from conformance.areas.attention.reference import baseline, oracle_reference, references
 
     case = AttnCase(1, 2, 1, 17, 33, 16, 16, torch.float16, "causal_br", "softcap", seed=5)
     q, k, v, d_out = case.inputs()

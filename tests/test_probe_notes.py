@@ -31,7 +31,7 @@ def test_an_extra_built_for_another_torch_says_which(monkeypatch):
     names the torch the extra needs (every executorch case is skipped with it)."""
     import torch
 
-    from conformance import probe
+    from conformance.harness import probe
 
     monkeypatch.setattr(torch, "__version__", "2.15.0+cu130")
     why = probe._absent_reason("executorch", "executorch")

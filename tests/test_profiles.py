@@ -1,5 +1,5 @@
 """The profiles make a run's draws a function of the seed and the test alone: Hypothesis's
-pool of constants from loaded local modules stays empty (conformance/profiles.py), so a
+pool of constants from loaded local modules stays empty (conformance/harness/profiles.py), so a
 failure's one-test reproduce line draws the cases the whole run drew."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.profiles import apply_profile
+from conformance.harness.profiles import apply_profile
 
 
 def local_constants() -> object | None:

@@ -1,4 +1,4 @@
-"""The rank pool (conformance.ranks): warm reuse, every rank's state when a collective
+"""The rank pool (conformance.processes.ranks): warm reuse, every rank's state when a collective
 hangs or a rank dies, restart, no orphans, and two pools (two xdist workers) running
 collectives at the same time."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.ranks import run_ranks, shutdown
+from conformance.processes.ranks import run_ranks, shutdown
 
 pytestmark = pytest.mark.harness_only
 CASES = "tests.planted.rank_cases"
@@ -109,7 +109,7 @@ def test_two_workers_run_collectives_at_the_same_time(tmp_path: Path):
     test.write_text(
         "import json, os\n"
         "import pytest\n"
-        "from conformance.ranks import run_ranks\n"
+        "from conformance.processes.ranks import run_ranks\n"
         "@pytest.mark.parametrize('n', [0, 1])\n"
         "def test_barrier(n):\n"
         f"    out = run_ranks('{CASES}:sleep_then_barrier', 3.0, world=2, timeout=60)\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import main
-from conformance.release_table import load_runs, render
+from conformance.cli.main import main
+from conformance.report.releases import load_runs, render
 
 pytestmark = pytest.mark.harness_only
 ROOT = Path(__file__).parents[1]

@@ -12,8 +12,9 @@ import jsonschema
 import numpy as np
 import pytest
 
-from conformance.compare import elementwise_bound, exact
-from conformance.report import Collector, build_report, classify, write_report
+from conformance.harness.compare import elementwise_bound, exact
+from conformance.report.collect import Collector, build_report, classify
+from conformance.report.write import write_report
 
 pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
 
@@ -90,20 +91,20 @@ def test_elementwise_bound_measurements():
 
 
 def test_graphs_table_one_row_per_runtime():
-    from conformance.report_tables import graphs_table
+    from conformance.report.tables import graphs_table
 
     def res(nodeid: str, impl: str, dtype: str | None, outcome: str) -> dict:
         return {"area": "graphs", "nodeid": nodeid, "impl": impl, "dtype": dtype,
                 "outcome": outcome}
 
-    base = "conformance/graphs/test_graphs.py::"
+    base = "conformance/areas/graphs/test_graphs.py::"
     lines = graphs_table([
         res(base + "test_replay_equals_eager[rt-float32-mlp]", "rt", "float32", "passed"),
         res(base + "test_replay_equals_eager[rt-bfloat16-mlp]", "rt", "bfloat16", "failed"),
         res(base + "test_random[rt-float32]", "rt", "float32", "unsupported"),
-        res("conformance/graphs/test_regressions.py::test_clone_state_in_capture[rt]", "rt",
+        res("conformance/areas/graphs/test_regressions.py::test_clone_state_in_capture[rt]", "rt",
             None, "expected-fail"),
-        {**res("conformance/topk/test_topk.py::test_random[t-float32]", "t", "float32",
+        {**res("conformance/areas/topk/test_topk.py::test_random[t-float32]", "t", "float32",
                "passed"), "area": "topk"},
     ])
     assert lines[-3:] == ["| runtime | mlp | random | clone_state_in_capture |",

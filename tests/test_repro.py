@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from conformance.compare import elementwise_bound
-from conformance.probe import DeviceInfo
-from conformance.record import Record
-from conformance.registry import Capabilities, Impl
-from conformance.repro import write_failure
-from conformance.repro_trace import Trace, tracing
+from conformance.harness.compare import elementwise_bound
+from conformance.harness.probe import DeviceInfo
+from conformance.harness.record import Record
+from conformance.harness.registry import Capabilities, Impl
+from conformance.harness.repro_trace import Trace, tracing
+from conformance.report.repro import write_failure
 from tests.conftest import SUITE
 
 GEMM = str(SUITE / "gemm" / "test_gemm.py")

@@ -81,7 +81,7 @@ def test_declared_checks_fit_the_budget(suite):
     """The collected samplers area declares its statistical checks, within the budget."""
     import re
 
-    from conformance.stats import CHECK_BUDGET
+    from conformance.stats.gof import CHECK_BUDGET
 
     run = suite(str(SUITE / "samplers"), "--collect-only", "-p", "no:randomly", report=False)
     assert run.returncode == 0, run.output[-2000:]

@@ -1,6 +1,6 @@
 """Power of the sampler checks, shown on planted samplers with exactly a 1 % error.
 
-The sample sizes in ``conformance/samplers/data.py`` must be at least what the oracles say
+The sample sizes in ``conformance/areas/samplers/data.py`` must be at least what the oracles say
 a 1 % parameter error needs for power 0.99 at the per-check level; the power formula agrees
 with a simulation of the statistic; over 20 seeds the targeted tests (a subset of the
 powered check's family, so a lower bound on its power) detect each 1 %-error sampler at a
@@ -15,9 +15,9 @@ import pytest
 import torch
 from scipy import stats as sps
 
-from conformance.samplers.checks import null_moments, to_numpy
-from conformance.samplers.data import SPECS
-from conformance.stats import ALPHA, FORMATS, mean_test, power_of, required_n
+from conformance.areas.samplers.checks import null_moments, to_numpy
+from conformance.areas.samplers.data import SPECS
+from conformance.stats.gof import ALPHA, FORMATS, mean_test, power_of, required_n
 from oracles.samplers import detectable, oracle
 from tests.planted import sampler_faults
 
@@ -121,9 +121,9 @@ def test_correct_samplers_raise_no_alarm(name):
 def test_tail_and_dependence_power_as_stated():
     """The README's power of the tail checks (exact binomial at TAIL_N) and of the
     magnitude lag-1 test (normal approximation at SERIAL_N)."""
-    from conformance.samplers.data import SERIAL_N, TAIL_N
-    from conformance.samplers.dependence import TAIL_SLACK
-    from conformance.stat_tails import binomial_power
+    from conformance.areas.samplers.data import SERIAL_N, TAIL_N
+    from conformance.areas.samplers.dependence import TAIL_SLACK
+    from conformance.stats.tails import binomial_power
 
     for q, low, high in ((1e-4, 0.60, 1.48), (1e-5, 0.057, 2.79)):
         assert binomial_power(TAIL_N, q, low * q, ALPHA, TAIL_SLACK) >= 0.99

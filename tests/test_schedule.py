@@ -1,4 +1,4 @@
-"""conformance/schedule.py: which tests share a worker under ``-n N``."""
+"""conformance/run/schedule.py: which tests share a worker under ``-n N``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.schedule import queue_order, scopes
+from conformance.run.schedule import queue_order, scopes
 
 
 def _ids(prefix: str, n: int) -> list[str]:
@@ -14,10 +14,11 @@ def _ids(prefix: str, n: int) -> list[str]:
 
 
 def test_a_full_run_pins_the_per_process_areas_and_chunks_the_rest():
-    ids = (_ids("conformance/attention/test_attention.py", 400)
-           + ["conformance/attention/test_attention.py::test_f[flex.compiled-float32-a]"] * 1
-           + _ids("conformance/collectives/test_collectives.py", 60)
-           + _ids("conformance/export/test_export.py", 30) + _ids("conformance/topk/t.py", 100))
+    ids = (_ids("conformance/areas/attention/test_attention.py", 400)
+           + ["conformance/areas/attention/test_attention.py::test_f[flex.compiled-float32-a]"] * 1
+           + _ids("conformance/areas/collectives/test_collectives.py", 60)
+           + _ids("conformance/areas/export/test_export.py", 30)
+           + _ids("conformance/areas/topk/t.py", 100))
     got = scopes(ids, workers=2)
     assert {got[i] for i in ids if "collectives" in i} == {"collectives"}
     assert {got[i] for i in ids if "export" in i} == {"export"}
@@ -30,7 +31,7 @@ def test_a_full_run_pins_the_per_process_areas_and_chunks_the_rest():
 
 
 def test_a_run_of_one_area_is_shared_among_the_workers():
-    ids = _ids("conformance/collectives/test_collectives.py", 40)
+    ids = _ids("conformance/areas/collectives/test_collectives.py", 40)
     got = scopes(ids, workers=2)
     assert len(set(got.values())) == 8  # units of 40 // 8 = 5 tests, none pinned
     assert scopes(ids[:2], workers=2) == {ids[0]: "chunk-0", ids[1]: "chunk-1"}

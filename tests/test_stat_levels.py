@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from conformance import stats
-from conformance.stat_tails import _score, binomial_power, binomial_test, cvm_sf
+from conformance.stats import gof as stats
+from conformance.stats.tails import _score, binomial_power, binomial_test, cvm_sf
 
 ALPHA = stats.ALPHA
 

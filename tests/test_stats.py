@@ -1,4 +1,4 @@
-"""conformance.stats and oracles.samplers against analytic values, mpmath and torch."""
+"""conformance.stats.gof and oracles.samplers against analytic values, mpmath and torch."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 from scipy import stats as sps
 
-from conformance import stats
-from conformance.stats import FORMATS
+from conformance.stats import gof as stats
+from conformance.stats.gof import FORMATS
 from oracles.samplers import oracle, perturbed
 
 
@@ -184,7 +184,7 @@ def test_support_rule_allows_the_generators_grid():
     """torch draws uniform_(-1, 3) in bfloat16 from 24-bit uniforms, so 0.0 comes out with
     probability 2^-24 although its bfloat16 rounding cell is ~1e-45 wide: interior values
     are never 'impossible'; extreme-tail values of negligible mass are."""
-    from conformance.samplers.checks import impossible_values
+    from conformance.areas.samplers.checks import impossible_values
 
     bf16, f16 = FORMATS["bfloat16"], FORMATS["float16"]
     assert impossible_values(oracle("uniform_", (-1.0, 3.0)), np.array([0.0]), bf16)[0] == 0
@@ -200,7 +200,7 @@ def test_support_rule_allows_the_generators_grid():
 def test_counts_from_bit_patterns_match_a_search(name):
     """The 16-bit counts (by bit pattern, no search) equal a search over the sorted
     values, ±inf and -0 included; NaN is left out."""
-    from conformance.samplers.checks import rounded_counts
+    from conformance.areas.samplers.checks import rounded_counts
 
     fmt = FORMATS[name]
     values = stats.representable(fmt)
@@ -217,7 +217,7 @@ def test_chisquare_pools_a_count_in_a_zero_probability_cell():
     strided view of 400,149 elements returned 0.0 once (mass 2^-24 on torch's grid, ~1e-41
     in the rounded law, 0 in float64). Impossibility is the support check's call; the
     chi-square pools the cell (the sample here: the law's multinomial plus that 0.0)."""
-    from conformance.samplers.checks import _rounded
+    from conformance.areas.samplers.checks import _rounded
 
     values, probs, _ = _rounded("uniform", (-1.0, 3.0), "bfloat16")
     zero = int(np.searchsorted(values, 0.0))

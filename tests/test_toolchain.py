@@ -1,10 +1,10 @@
-"""The toolchain area's rules (conformance/toolchain/facts.py) and its planted fakes."""
+"""The toolchain area's rules (conformance/areas/toolchain/facts.py) and its planted fakes."""
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.toolchain.facts import arch_covers, driver_ok, requirement_failures
+from conformance.areas.toolchain.facts import arch_covers, driver_ok, requirement_failures
 from tests.conftest import SUITE
 
 
@@ -64,7 +64,7 @@ def test_planted_toolchain_fakes(suite):
 def _matrix_with(tmp_path, requirement: dict) -> str:
     import yaml
 
-    from conformance.matrix import DEFAULT_MATRIX
+    from conformance.harness.matrix import DEFAULT_MATRIX
 
     data = yaml.safe_load(DEFAULT_MATRIX.read_text())
     data["devices"]["cpu"]["toolchain"] = requirement

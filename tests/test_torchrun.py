@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_outside_torchrun_is_a_usage_error():
-    proc = subprocess.run([sys.executable, "-m", "conformance.collectives"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "conformance.areas.collectives"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4
     assert proc.stderr.startswith("error: run this under torchrun")
@@ -30,7 +30,7 @@ def test_torchrun_standalone(tmp_path: Path):
         pytest.skip("[skipped] torchrun is not on PATH")
     report = tmp_path / "report"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [torchrun, "--standalone", "--nproc-per-node", "3", "-m", "conformance.collectives",
+    cmd = [torchrun, "--standalone", "--nproc-per-node", "3", "-m", "conformance.areas.collectives",
            "--device=cpu", "-q", "-k", "(TestAllReduce and sum and float32) or "
            "(TestAllToAllSingle and float64) or tp_mlp", "--report", str(report)]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,

@@ -17,7 +17,7 @@ The pattern for any array library that is not torch:
 
 Run the suite on it (from the repository root)::
 
-    PYTHONPATH=docs/examples pytest conformance/topk --device=cpu --no-builtins \\
+    PYTHONPATH=docs/examples pytest conformance/areas/topk --device=cpu --no-builtins \\
         --impl topk=numpy_adapter:numpy_topk
 
 and likewise ``gemm=numpy_adapter:numpy_matmul``,

@@ -1,6 +1,6 @@
 """Our Triton flash-attention path under the suite's attention contract.
 
-Masks and score mods are the catalogue's (conformance/attention/catalogue.py): the adapter
+Masks and score mods are the catalogue's (conformance/areas/attention/catalogue.py): the adapter
 recognises them by ``conformance_kind`` and runs the matching Triton functions
 (impls/attention/triton/mods.py) with their parameters packed into two small buffers.
 Arbitrary torch callables are not compiled, and the capability declaration says so.
@@ -192,7 +192,7 @@ def triton_attention(q, k, v, score_mod=None, block_mask=None, scale=None, enabl
 
 triton_attention.conformance_name = "triton_fa"
 # Interpreted, the start-up probe must show that the interpreter works with this numpy
-# (conformance/deps.py: triton < 3.7 cannot run with numpy >= 2.4).
+# (conformance/harness/deps.py: triton < 3.7 cannot run with numpy >= 2.4).
 triton_attention.conformance_requires = ["triton-interpreter" if INTERPRETED else "triton"]
 triton_attention.conformance_dtypes = ["float16", "bfloat16", "float32"]
 if INTERPRETED:  # a test of our kernel's logic, not of the device: opt-in (--emulated)

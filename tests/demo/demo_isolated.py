@@ -34,7 +34,7 @@ def test_abort(isolated, record):
     assert (out.kind, out.signal, out.retired) == ("signal", "SIGABRT", True), \
         isolated.explain(out)
     assert "about to abort" in out.stderr_tail
-    assert "rerun in the foreground: python -m conformance.isolate --device=cpu " \
+    assert "rerun in the foreground: torch-conformance isolate --device=cpu " \
            "planted.crashers:abort '((), {})'" in isolated.explain(out)
 
 

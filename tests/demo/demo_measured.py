@@ -3,7 +3,7 @@
 
 import pytest
 
-from conformance.compare import Measurement
+from conformance.harness.compare import Measurement
 
 pytestmark = pytest.mark.area("demo")
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from conformance.compare import Measurement
-from conformance.outcomes import missing
+from conformance.harness.compare import Measurement
+from conformance.harness.outcomes import missing
 
 pytestmark = pytest.mark.area("demo")
 

@@ -178,7 +178,7 @@ tf32_scores.conformance_dtypes = ["float32"]  # 16-bit operands are exact in TF3
 # forward + lse catalogue (within its DENSE_SCOPE, "catalogue or regressions") flags every
 # one: float32 (tf32_scores is float32 only), 16-bit for upcast_output (exact in float32)
 _LSE_CATALOGUE = "test_forward_lse_catalogue"
-SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     *({"area": "attention", "impl": name, "path": "attention", "expect": "killed",
        "select": f"planted.{name} and {_LSE_CATALOGUE} and "
                  f"{'float16' if name == 'upcast_output' else 'float32'}"}

@@ -140,7 +140,7 @@ for _name, _f in list(globals().items()):
 # the selection of tests/test_collective_faults.py: world size 3, float32, sum / avg (none for
 # the non-reducing collectives)
 _COLLECTIVE = "test_collective and w3 and float32 and (sum or avg or none)"
-SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     *({"area": f"collectives.{area}", "impl": name, "path": "collectives/test_collectives.py",
        "expect": expect, "select": f"planted.{name} and {_COLLECTIVE}"}
       for area, name, expect in (

@@ -1,4 +1,4 @@
-"""Planted cases for ``conformance.isolate``: one module-level function per way a case can
+"""Planted cases for ``conformance.processes.isolate``: one module-level function per way a case can
 end (return, raise, die by a signal, exit, hang)."""
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def refuses_other_batches(module: torch.nn.Module, args: tuple, dynamic_shapes: 
 # the others it is a no-op)
 _ROUNDTRIP = "test_roundtrip and float32"
 _BOTH, _GRU_BI = "(lstm-batch or gru_bi-batch)", "gru_bi-batch"
-SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     *({"area": "export", "impl": name, "path": "export/test_export.py", "expect": "killed",
        "select": f"{name} and {_ROUNDTRIP} and {models}"}
       for name, models in (("specialised_batch", _BOTH), ("zero_initial_state", _BOTH),

@@ -33,7 +33,7 @@ softcap_grad_wrong_sign = _model.with_config("planted.fa4_softcap_grad_wrong_sig
 # control: the spec's configuration under another name
 correct = _model.with_config("planted.fa4_correct")
 
-# torch-conformance selftest (conformance/selftest.py): each fault within the scope that
+# torch-conformance selftest (conformance/cli/selftest.py): each fault within the scope that
 # flags it (tests/test_fa4_model.py runs the same), the control over all of them
 _SCOPES = {
     "rescale_skip_uncorrected": "test_forward_catalogue and float16",

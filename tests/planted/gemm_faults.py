@@ -83,7 +83,7 @@ def ragged_split_k(a, b):
 
 ragged_split_k.conformance_name = "planted.ragged_split_k"
 
-SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     {"area": "gemm", "impl": name, "path": "gemm", "expect": "killed",
      "select": f"planted.{name}"}
     for name in ("fp16_accumulation", "ignores_strides", "drops_last_k", "truncating_output",

@@ -208,7 +208,7 @@ _FLAGGED_BY = {
     "no_host_sync_check": ("test_illegal_capture[no_host_sync_check-float32]",),
     "stale_graphed": ("test_graphed_training[stale_graphed-float32]",),
 }
-SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     *({"area": "graphs", "impl": name, "path": "graphs", "expect": "killed",
        "select": " or ".join(tests)} for name, tests in _FLAGGED_BY.items()),
     {"area": "graphs", "impl": "reference", "path": "graphs", "expect": "passes",

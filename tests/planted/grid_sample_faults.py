@@ -106,7 +106,7 @@ def grid_grad_scale(input, grid, mode="bilinear", padding_mode="zeros", align_co
 grid_grad_scale.conformance_name = "grid_grad_scale"  # type: ignore[attr-defined]
 
 _GRID = "grid_sample/test_grid_sample.py"
-SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     *({"area": "grid_sample", "impl": name, "path": _GRID, "expect": "killed",
        "select": f"{name} and float32"}
       for name in ("align_corners_inverted", "half_pixel_off", "reflect_once",

@@ -114,7 +114,7 @@ _TWINS = [
     ("indexing.scatter_", "correct_scatter"),
     ("indexing.take", "correct_take"),
 ]
-SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     *({"area": area, "impl": name, "path": _INDEXING, "expect": "killed",
        "select": f"planted.{name} and {where}"} for area, name, where in _FAULTS),
     *({"area": area, "impl": name, "path": _INDEXING, "expect": "passes",

@@ -10,7 +10,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from conformance import _ranks_case as here
+from conformance.processes import current_rank as here
 
 
 def rank_sum() -> dict[str, float]:

@@ -83,7 +83,7 @@ for _fn in (nan_smallest, duplicate_index_on_ties, wrong_beyond_768, sign_of_zer
             ignores_sorted, crashes_on_nan, total_order_nans):
     _fn.conformance_name = f"planted.{_fn.__name__}"
 
-SELFTEST = [  # torch-conformance selftest (conformance/selftest.py)
+SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     {"area": "topk", "impl": name, "path": "topk", "expect": "killed",
      "select": f"planted.{name}"}
     for name in ("nan_smallest", "duplicate_index_on_ties", "wrong_beyond_768",

@@ -21,7 +21,7 @@ modelled and how:
 ``Fa4Config`` holds the knobs a kernel could get wrong; the planted faults in
 tests/planted/fa4_faults.py are configs. ``Fa4Model`` is an attention implementation under
 the suite's contract (impls/attention/__init__.py), with a ``trace`` for the directed
-checks in conformance/attention/test_fa4_algorithm.py.
+checks in conformance/areas/attention/test_fa4_algorithm.py.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 
 from impls.attention.fa4.catalogue_map import recognise, shape_limits
+from impls.attention.fa4.sm100.bwd_api import backward
+from impls.attention.fa4.sm100.launch import dyn, ready
 from impls.attention.fa4.sm100.variants import BWD_HEAD_DIMS
 
 _CACHE: dict[str, Any] = {}
@@ -66,22 +68,6 @@ def scheduled(name: str) -> str:
     pairs = sorted({"-".join(v.split("-")[2:4]) for v in VARIANTS if v.split("-")[1] == dims})
     raise NotImplementedError(f"fa4_sm100: {name} is not a compile-checked variant; at {dims} "
                               f"the (mask-score_mod) pairs are {pairs}")
-
-
-def _ready(t: torch.Tensor) -> torch.Tensor:
-    """Last dim contiguous, 16-byte aligned base and strides (TMA requirements)."""
-    ok = (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
-          and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]))
-    return t if ok else t.contiguous()
-
-
-def _dyn(t: torch.Tensor | None) -> Any:
-    from cutlass.cute.runtime import from_dlpack
-
-    if t is None:
-        return None
-    return from_dlpack(t, assumed_align=16 if t.dim() == 4 else 4).mark_layout_dynamic(
-        leading_dim=t.dim() - 1)
 
 
 def fa4_sm100(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
@@ -146,8 +132,6 @@ class _Fa4Sm100(torch.autograd.Function):
     def backward(ctx, d_out, d_lse):
         if d_lse is not None and bool(torch.any(d_lse != 0)):
             raise NotImplementedError("fa4_sm100 has no gradient through lse")
-        from impls.attention.fa4.sm100.bwd_api import backward
-
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = backward(ctx.name, ctx.params, q, k, v, out, lse,
                               d_out.contiguous(), ctx.scale)
@@ -170,15 +154,15 @@ def launch_args(name: str, params: dict, q: torch.Tensor, k: torch.Tensor, v: to
     slopes = params["alibi"].to(dev).contiguous() if params["alibi"] is not None else None
     doc_q = params["doc_q"].to(dev).contiguous() if params["doc_q"] is not None else None
     doc_kv = params["doc_kv"].to(dev).contiguous() if params["doc_kv"] is not None else None
-    q, k, v = _ready(q.detach()), _ready(k.detach()), _ready(v.detach())
+    q, k, v = ready(q.detach()), ready(k.detach()), ready(v.detach())
     stream = (cuda.CUstream(torch.cuda.current_stream(dev).cuda_stream) if dev.type == "cuda"
               else cuda.CUstream(0))
     name = scheduled(name) if parse_variant(name).schedule == "single" else name
     sms = (torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda"
            else FakeHardwareInfo().get_device_multiprocessor_count())
     mod = parse_variant(name).mod
-    return name, (_dyn(q), _dyn(k), _dyn(v), _dyn(out), _dyn(lse), _dyn(slopes), _dyn(doc_q),
-                  _dyn(doc_kv), cutlass.Float32(scale),
+    return name, (dyn(q), dyn(k), dyn(v), dyn(out), dyn(lse), dyn(slopes), dyn(doc_q),
+                  dyn(doc_kv), cutlass.Float32(scale),
                   cutlass.Float32(exp_scale_for(mod, scale)),
                   cutlass.Float32(params["softcap"]),
                   cutlass.Int32(params["window"]), cutlass.Int32(sms), stream)

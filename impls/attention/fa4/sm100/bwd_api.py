@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from impls.attention.fa4 import spec
-from impls.attention.fa4.sm100.api import _dyn, _ready
+from impls.attention.fa4.sm100.launch import dyn, ready
 
 _CACHE: dict[str, Any] = {}
 
@@ -33,12 +33,12 @@ def bwd_launch_args(name: str, params: dict, q: torch.Tensor, k: torch.Tensor,
     dev = q.device
     aux = [params[key].to(dev).contiguous() if params[key] is not None else None
            for key in ("alibi", "doc_q", "doc_kv")]
-    q, k, v, d_out = (_ready(t.detach()) for t in (q, k, v, d_out))
+    q, k, v, d_out = (ready(t.detach()) for t in (q, k, v, d_out))
     stream = (cuda.CUstream(torch.cuda.current_stream(dev).cuda_stream) if dev.type == "cuda"
               else cuda.CUstream(0))
     mod = name.rsplit("-", 1)[1]
-    return (_dyn(q), _dyn(k), _dyn(v), _dyn(d_out), _dyn(l2.contiguous()),
-            _dyn(delta.contiguous()), _dyn(dq), _dyn(dk), _dyn(dv), *map(_dyn, aux),
+    return (dyn(q), dyn(k), dyn(v), dyn(d_out), dyn(l2.contiguous()),
+            dyn(delta.contiguous()), dyn(dq), dyn(dk), dyn(dv), *map(dyn, aux),
             cutlass.Float32(scale), cutlass.Float32(exp_scale_for(mod, scale)),
             cutlass.Float32(params["softcap"]), cutlass.Int32(params["window"]), stream)
 

@@ -1,0 +1,208 @@
+"""Differentiable collectives: forward and backward of every rank against a float64 oracle
+and its adjoint (oracles/collectives.py), on a pool of W rank processes
+(``conformance.processes.ranks``).
+
+One class per area (``collectives.<op>``, the functional collective's name); every test
+runs per implementation, dtype, backend and world size (``backend``/``world`` in the id):
+
+- ``test_collective`` (Hypothesis, per reduction): zero-size and awkward shapes, gather /
+  scatter dim 0 and 1, even / uneven / zero-size / ``None`` all_to_all splits, a random
+  source rank, non-contiguous inputs; every rank's output within the reduction's rounding
+  bound (catalogue.py states it), then every rank's gradient of Σ_r ⟨g_r, y_r⟩ for random
+  per-rank cotangents g_r (never all ones: that hides a wrong split or rank order). A
+  non-linear reduction (min, max, product) must raise a clear error at backward time.
+- ``test_gradcheck``: ``torch.autograd.gradcheck`` in float64 through the collective (each
+  rank in turn perturbs its input; cases.gradcheck says what that certifies).
+- ``test_compiled``: ``torch.compile(fullgraph=True)`` forward and backward, one case.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from conformance.areas.collectives.catalogue import COALESCED, REDUCING, SPLITS, build
+from conformance.areas.collectives.checks import check_case, require_returned, run
+from conformance.harness.compare import exact
+from conformance.harness.outcomes import missing as skip_missing
+from conformance.harness.outcomes import unsupported
+from conformance.harness.profiles import examples
+from conformance.harness.runstate import STATE
+from conformance.harness.tensors import dtype_name
+from conformance.processes.backends import combinations, missing
+from impls.collectives import REDUCE_OPS
+
+LAYOUTS = ("contiguous", "offset")  # test_noncontiguous covers the other two
+NONCONTIGUOUS = ("transposed", "strided")
+GRADCHECK = "conformance.areas.collectives.cases:gradcheck"
+COMPILED = "conformance.areas.collectives.cases:compiled"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.cls is None or "world" not in metafunc.fixturenames:
+        return
+    key = metafunc.config.stash[STATE].device.matrix_key
+    pairs = combinations(key) or [("gloo", 2)]
+    if metafunc.function.__name__ in ("test_gradcheck", "test_noncontiguous"):
+        pairs = [p for p in pairs if p[1] in (2, 3)] or pairs[:1]
+    if metafunc.function.__name__ == "test_compiled":  # one case per op (Inductor: seconds)
+        pairs = [p for p in pairs if p[1] == 2] or pairs[:1]
+    ids = [f"{b}-w{w}" for b, w in pairs]
+    metafunc.parametrize("backend,world", pairs, ids=ids)
+    if "reduce_op" in metafunc.fixturenames:
+        ops = REDUCE_OPS if metafunc.cls.op in REDUCING else ("none",)
+        metafunc.parametrize("reduce_op", ops)
+
+
+def _applies(impl, backend: str, world: int, device, reduce_op: str = "none") -> None:
+    why = missing(backend, world, device.type)
+    if why:
+        skip_missing(why)
+    if reduce_op != "none" and not impl.caps.claims(f"op.{reduce_op}"):
+        unsupported(f"implementation {impl.name} does not declare op.{reduce_op}")
+
+
+@st.composite
+def params(draw: st.DrawFn, op: str, world: int) -> dict:
+    p = {"rows": draw(st.integers(0, 3), label="rows"),
+         "cols": draw(st.integers(1, 4), label="cols"),
+         "seed": draw(st.integers(0, 2**32 - 1), label="seed")}
+    if op in ("all_gather_tensor", "reduce_scatter_tensor"):
+        p["dim"] = draw(st.sampled_from((0, 1)), label="dim")
+    if op == "all_to_all_single":
+        p["splits"] = draw(st.sampled_from(SPLITS), label="splits")
+    if op == "broadcast":
+        p["src"] = draw(st.integers(0, world - 1), label="src")
+    if op in COALESCED:
+        p["count"] = draw(st.integers(1, 3), label="count")
+    return p
+
+
+def _case(op: str, world: int, dtype: str, p: dict, reduce_op: str = "sum"):
+    rng = np.random.default_rng(p["seed"])
+    kwargs = {k: v for k, v in p.items() if k != "seed"}
+    return build(op, world, dtype, rng, reduce_op=reduce_op, **kwargs)
+
+
+class CollectiveTests:
+    """The checks every collectives area runs; subclasses set ``op``."""
+
+    op: str
+
+    # no shrinking: a hung collective costs CASE_TIMEOUT per example tried
+    @settings(max_examples=examples(0.25).max_examples,
+              phases=[Phase.explicit, Phase.reuse, Phase.generate],
+              suppress_health_check=[*settings().suppress_health_check,
+                                     HealthCheck.differing_executors])  # one method, 8 classes
+    @given(data=st.data())
+    def test_collective(self, impl, dtype, backend, world, reduce_op, device, record,
+                        request, data):
+        _applies(impl, backend, world, device, reduce_op)
+        p = data.draw(params(self.op, world), label="params")
+        layout = data.draw(st.sampled_from(LAYOUTS), label="layout")
+        case = _case(self.op, world, dtype_name(dtype), p,
+                     reduce_op if reduce_op != "none" else "sum")
+        record.case(layout=layout, **case.params, seed=p["seed"])
+        backward = impl.caps.claims("backward")
+        outcome = run(request, "conformance.areas.collectives.cases:eager",
+                      case.payload(impl.spec, layout, backward))
+        check_case(record, case, require_returned(record, outcome), backward)
+
+    @pytest.mark.parametrize("layout", NONCONTIGUOUS)
+    def test_noncontiguous(self, impl, backend, world, layout, device, record, request):
+        """Non-contiguous inputs (column-major, every other element): float32, the first
+        reduction, forward and backward."""
+        _applies(impl, backend, world, device)
+        case = _case(self.op, world, "float32", _fixed(self.op, world, 3, 5))
+        record.case(layout=layout, **case.params)
+        backward = impl.caps.claims("backward")
+        outcome = run(request, "conformance.areas.collectives.cases:eager",
+                      case.payload(impl.spec, layout, backward))
+        check_case(record, case, require_returned(record, outcome), backward)
+
+    @pytest.mark.needs("backward")
+    def test_gradcheck(self, impl, backend, world, device, record, request):
+        """gradcheck (float64) of each rank's own block of the Jacobian, rank by rank."""
+        _applies(impl, backend, world, device)
+        p = _fixed(self.op, world, 2, 7)
+        if self.op == "all_to_all_single":  # lockstep gradcheck: equal shapes on every rank
+            p["splits"] = "even"
+        case = _case(self.op, world, "float64", p)
+        record.case(**case.params)
+        for active in range(world):
+            # lockstep: every rank makes gradcheck's calls in the same order, so a rank that
+            # failed its check and returned leaves the others in a collective: they get 2 s
+            # after its reply (the case's own timeout is the default one; 5 s was too short
+            # for a healthy gradcheck on a loaded machine)
+            outcome = run(request, GRADCHECK, case.payload(impl.spec), active, lockstep=True)
+            results = require_returned(record, outcome)
+            failed = [f"rank {r['rank']}: {r['error']['type']}: {r['error']['message']}"
+                      for r in results if not r["ok"]]
+            record.require(exact(f"gradcheck (rank {active} perturbed)", len(failed),
+                                 world, "; ".join(failed)))
+
+    @pytest.mark.needs("compile", "backward")
+    def test_compiled(self, impl, backend, world, device, record, request):
+        """torch.compile(fullgraph=True, Inductor): forward and backward of one case."""
+        _applies(impl, backend, world, device)
+        case = _case(self.op, world, "float32", _fixed(self.op, world, 3, 11))
+        record.case(**case.params, backend_compiler="inductor")
+        outcome = run(request, COMPILED, case.payload(impl.spec), "inductor", timeout=180)
+        check_case(record, case, require_returned(record, outcome))
+
+
+def _fixed(op: str, world: int, cols: int, seed: int) -> dict:
+    """The parameters of a fixed case of ``op``: two rows, dim 1, uneven splits, two
+    coalesced tensors, the last rank as the broadcast source (what applies to ``op``)."""
+    p: dict = {"rows": 2, "cols": cols, "seed": seed}
+    if op in ("all_gather_tensor", "reduce_scatter_tensor"):
+        p["dim"] = 1
+    elif op == "all_to_all_single":
+        p["splits"] = "uneven"
+    elif op == "broadcast":
+        p["src"] = world - 1
+    elif op in COALESCED:
+        p["count"] = 2
+    return p
+
+
+class TestAllReduce(CollectiveTests):
+    op = "all_reduce"
+    pytestmark = pytest.mark.area("collectives.all_reduce")
+
+
+class TestAllGatherTensor(CollectiveTests):
+    op = "all_gather_tensor"
+    pytestmark = pytest.mark.area("collectives.all_gather_tensor")
+
+
+class TestReduceScatterTensor(CollectiveTests):
+    op = "reduce_scatter_tensor"
+    pytestmark = pytest.mark.area("collectives.reduce_scatter_tensor")
+
+
+class TestAllToAllSingle(CollectiveTests):
+    op = "all_to_all_single"
+    pytestmark = pytest.mark.area("collectives.all_to_all_single")
+
+
+class TestAllReduceCoalesced(CollectiveTests):
+    op = "all_reduce_coalesced"
+    pytestmark = pytest.mark.area("collectives.all_reduce_coalesced")
+
+
+class TestAllGatherIntoTensorCoalesced(CollectiveTests):
+    op = "all_gather_into_tensor_coalesced"
+    pytestmark = pytest.mark.area("collectives.all_gather_into_tensor_coalesced")
+
+
+class TestReduceScatterTensorCoalesced(CollectiveTests):
+    op = "reduce_scatter_tensor_coalesced"
+    pytestmark = pytest.mark.area("collectives.reduce_scatter_tensor_coalesced")
+
+
+class TestBroadcast(CollectiveTests):
+    op = "broadcast"
+    pytestmark = pytest.mark.area("collectives.broadcast")

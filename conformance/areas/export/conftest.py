@@ -1,0 +1,40 @@
+"""The export area's profile plan (plan.py): deselect the round trips a profile leaves out,
+and say how many in the header."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.areas.export.plan import planned
+from conformance.harness.runstate import STATE
+
+LEFT_OUT = pytest.StashKey[int]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    profile = config.stash[STATE].profile
+    keep, drop = [], []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        params = spec.params if spec else {}
+        if getattr(item, "originalname", "") != "test_roundtrip" or "model" not in params:
+            keep.append(item)
+            continue
+        impl = params.get("impl")
+        dtype = str(params.get("dtype", "")).removeprefix("torch.")
+        name = getattr(impl, "name", "")
+        ok = planned(name, params["model"], params["variant"], dtype, profile)
+        (keep if ok else drop).append(item)
+    if drop:
+        items[:] = keep
+        config.hook.pytest_deselected(items=drop)
+    config.stash[LEFT_OUT] = len(drop)
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    left = config.stash.get(LEFT_OUT, 0)
+    profile = config.stash[STATE].profile
+    if not left:
+        return []
+    return [f"torch-conformance export: {left} round trips left out by the {profile} profile "
+            f"(conformance/areas/export/plan.py; --profile thorough runs them)"]

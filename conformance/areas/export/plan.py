@@ -1,0 +1,46 @@
+"""Which round trips each profile runs (the rest are deselected and counted in the header).
+
+AOTInductor and ExecuTorch lowering cost seconds per model on 2 cores (measured per
+path in the report's ``build_seconds`` notes), so:
+
+- ci: eager on every model and dtype; ``export`` on every model and variant in float32,
+  and on one RNN, LSTM and GRU (the catalogue's ``ci_heavy``) with a dynamic batch in
+  float16/bfloat16; the other export paths on those three and the three other models with
+  a dynamic batch and a dynamic length; with a dynamic batch, aoti on the LSTM and
+  executorch on the LSTM and the bidirectional GRU (``CI_HEAVY``). Each other model costs
+  one more C++ build (7 to 11 s cold on 2 cores) for a finding these already show: the AOTI
+  runtime's unchecked static dims (expected_failures[36]) is the runtime's, and the RNN's
+  ExecuTorch finding is the LSTM's (expected_failures[38]); the GRU's is its own ([39]).
+- dev: ci, with aoti and executorch on every model with a dynamic batch and length (the
+  while-loop LSTM's abort under AOTInductor shows there).
+- thorough: everything.
+
+Eager ignores ``dynamic_shapes`` (it runs at any size): it runs one variant ("auto").
+An implementation plugged in with ``--impl`` runs everything it declares.
+"""
+
+from __future__ import annotations
+
+from conformance.areas.export.catalogue import MODELS
+
+HEAVY = ("aoti", "executorch")
+CI_HEAVY = {"aoti": ("lstm",), "executorch": ("lstm", "gru_bi")}
+PLANNED = ("eager", "export", "export.strict", "export.saved", "export.decomposed", *HEAVY)
+
+
+def planned(impl: str, model: str, variant: str, dtype: str, profile: str) -> bool:
+    if impl == "eager":
+        return variant == "auto"
+    if profile == "thorough" or impl not in PLANNED:
+        return True
+    heavy_subset = MODELS[model].ci_heavy
+    if impl == "export":
+        return dtype == "float32" or (variant == "batch" and (heavy_subset or profile != "ci"))
+    if dtype != "float32":
+        return False
+    if impl in HEAVY:
+        if profile == "dev":
+            return variant in ("batch", "seq")
+        return variant == "batch" and model in CI_HEAVY[impl]
+    return variant in ("batch", "seq") and (heavy_subset or not MODELS[model].recurrent
+                                            or profile != "ci")

@@ -1,0 +1,103 @@
+"""Sampler checks beyond the marginal law: far tails, dependent draws, overlapping streams.
+
+- ``tail_checks``: exact binomial tests on the counts at or beyond representable
+  thresholds near the law's 1e-4 and 1e-5 quantiles, each side, in the sample's dtype
+  (16-bit laws include overflow to ±inf), valid for any probability within 2^-24 (one cell
+  of torch's grid) of the law's. A tail missing beyond a threshold gives a count
+  of 0 against an expected n q: with n = TAIL_N that is certain detection.
+- ``magnitude_serial``: lag-1 autocorrelation of |u - 1/2| (u the null CDF of the draws):
+  sees consecutive draws that share a magnitude (a radius), which the signed lag-1 cannot.
+- ``pair_chisquare``: chi-square of non-overlapping consecutive pairs over an 8 x 8 grid of
+  the law's (exact, rounded) cells against the product law.
+- ``stream_overlap``: windows of L consecutive values shared between streams that should
+  be independent (a call and the next, two seeds); L is chosen from the law's collision
+  probability so that one shared window is a rejection at ALPHA.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from conformance.stats.gof import ALPHA, FloatFormat, TestResult, chisquare_test, serial_test
+from conformance.stats.tails import binomial_test
+from oracles.sampler_tails import (
+    GRID_COLLISION,
+    collision_probability,
+    marginal_cells,
+    tail_thresholds,
+)
+from oracles.samplers import Oracle
+
+TAIL_QUANTILES = (1e-4, 1e-5)
+# torch's samplers draw from (at most) a 2^-24 grid: the probability beyond a threshold may
+# differ from the law's by one grid cell, so the tail tests hold for that whole interval
+TAIL_SLACK = GRID_COLLISION
+PAIR_CELLS = 8
+
+
+def tail_checks(o: Oracle, x: np.ndarray, fmt: FloatFormat | None, label: str
+                ) -> list[TestResult]:
+    """One exact binomial test per (side, far quantile) the law has in this dtype."""
+    out = []
+    n = x.size
+    for side, t, prob in tail_thresholds(o, fmt, TAIL_QUANTILES):
+        count = int(np.sum(x <= t) if side == "lower" else np.sum(x >= t))
+        rel = "<=" if side == "lower" else ">="
+        out.append(TestResult(f"{side} tail, x {rel} {t:.6g} ({label})", count,
+                              binomial_test(count, n, prob, TAIL_SLACK), n,
+                              f"observed {count}, expected {n * prob:.1f} (P = {prob:.3g})"))
+    return out
+
+
+def magnitude_serial(u: np.ndarray, label: str) -> TestResult:
+    return serial_test(np.abs(np.asarray(u) - 0.5), f"lag-1 autocorrelation of |u - 1/2| "
+                                                    f"({label})")
+
+
+def pair_chisquare(o: Oracle, x: np.ndarray, fmt: FloatFormat | None, label: str
+                   ) -> TestResult:
+    edges, probs = marginal_cells(o, fmt, PAIR_CELLS)
+    idx = np.searchsorted(edges, x, side="right")
+    m = idx.size // 2
+    k = edges.size + 1
+    pairs = idx[0:2 * m:2] * k + idx[1:2 * m:2]
+    counts = np.bincount(pairs, minlength=k * k)
+    return chisquare_test(counts, np.outer(probs, probs).ravel(),
+                          f"consecutive pairs, {k} x {k} cells ({label})")
+
+
+def window_length(o: Oracle, fmt: FloatFormat | None, n: int, pairs: int = 3) -> int:
+    """The shortest L with pairs * n^2 * collision^L <= ALPHA / 10."""
+    q = collision_probability(o, fmt)
+    return max(2, math.ceil(math.log(ALPHA / 10 / (pairs * n * n)) / math.log(q)))
+
+
+def _windows(bits: np.ndarray, length: int) -> set[bytes]:
+    w = np.ascontiguousarray(sliding_window_view(bits, length))
+    return {row.tobytes() for row in w}
+
+
+def stream_overlap(streams: dict[str, np.ndarray], o: Oracle, fmt: FloatFormat | None,
+                   label: str) -> TestResult:
+    """Shared windows between every pair of ``streams`` (raw bit patterns, equal sizes);
+    the p-value bound is E[shared windows] under independence (Markov)."""
+    names = list(streams)
+    n = min(s.size for s in streams.values())
+    length = window_length(o, fmt, n, pairs=len(names) * (len(names) - 1) // 2)
+    wins = {k: _windows(v, length) for k, v in streams.items()}
+    shared, found = 0, []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            common = len(wins[a] & wins[b])
+            if common:
+                found.append(f"{a} and {b} share {common} windows")
+            shared += common
+    q = collision_probability(o, fmt)
+    bound = len(names) * (len(names) - 1) / 2 * n * n * q**length
+    p = min(1.0, bound) if shared else 1.0
+    return TestResult(f"no shared runs of {length} values between streams ({label})",
+                      float(shared), p, n, "; ".join(found) or
+                      f"none shared (collision probability {q:.3g} per value)")

@@ -1,0 +1,7 @@
+"""``python -m conformance.cli``: the ``torch-conformance`` command."""
+
+import sys
+
+from conformance.cli.main import main
+
+sys.exit(main())

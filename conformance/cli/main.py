@@ -1,0 +1,198 @@
+"""``torch-conformance``: the commands around a qualification run.
+
+    torch-conformance diff OLD NEW [--factor 2] [--format text|markdown|html] [-o FILE]
+    torch-conformance merge DIR... -o OUT
+    torch-conformance bundle OUTDIR [--python 3.12] [--platform TAG] [--torch]
+    torch-conformance selftest [--module M] [--area A] [--json OUT]
+    torch-conformance releases OUT [-o FILE]
+    torch-conformance isolate [--device D] [--env K=V] [--isolated] MODULE:FUNCTION ARGS
+
+Exit status: 0 fine; 1 regressions (diff) or a surviving fault (selftest); 4 a usage
+error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit 4."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's usage errors: one line, exit 4
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _diff(opts: argparse.Namespace) -> int:
+    from conformance.report.diff import (
+        ReportError,
+        diff_reports,
+        load_report,
+        render_html,
+        render_text,
+    )
+
+    if opts.factor <= 1:
+        raise UsageError(f"--factor must be > 1, not {opts.factor:g}")
+    try:
+        old, new = load_report(opts.old), load_report(opts.new)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    d = diff_reports(old, new, factor=opts.factor, old_name=opts.old, new_name=opts.new)
+    if opts.format == "html":
+        text = render_html(d)
+    else:
+        text = render_text(d, markdown=opts.format == "markdown")
+    if opts.json:
+        import json
+
+        Path(opts.json).write_text(json.dumps(d.to_json(), indent=1, default=str) + "\n")
+    if opts.output:
+        Path(opts.output).write_text(text, encoding="utf-8")
+        print(f"{'REGRESSED' if d.regressions else 'no regressions'}: "
+              f"{len(d.regressions)} regressions, {len(d.fixed)} fixed; wrote {opts.output}")
+    else:
+        sys.stdout.write(text)
+    return 1 if d.failing(opts.fail_on_coverage_loss, opts.fail_on_margin) else 0
+
+
+def _merge(opts: argparse.Namespace) -> int:
+    from conformance.report.merge import MergeError, merge_dirs
+
+    try:
+        written = merge_dirs([Path(p) for p in opts.reports], Path(opts.output))
+    except MergeError as exc:
+        raise UsageError(str(exc)) from None
+    print("merged: " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _bundle(opts: argparse.Namespace) -> int:
+    from conformance.cli.bundle import BundleError, build
+
+    extras = [e.strip() for e in (opts.extras or "").split(",") if e.strip()]
+    try:
+        reqs = build(Path(opts.outdir), extras=extras, with_torch=opts.torch,
+                     python=opts.python, platform=opts.platform)
+    except BundleError as exc:
+        raise UsageError(str(exc)) from None
+    wheels = sorted(p.name for p in Path(opts.outdir).iterdir() if p.suffix == ".whl")
+    print(f"bundle: {len(wheels)} wheels for {len(reqs)} requirements in {opts.outdir}; "
+          f"install offline with: pip install --no-index --find-links {opts.outdir} "
+          "torch-conformance")
+    return 0
+
+
+def _selftest(opts: argparse.Namespace) -> int:
+    import json
+
+    from conformance.cli import selftest
+
+    modules = [] if opts.no_planted else selftest.planted_modules()
+    modules += opts.module or []
+    if not modules:
+        raise UsageError("no fault modules: this install has no tests/planted (run from a "
+                         "clone) and no --module was given")
+    try:
+        entries = selftest.load_entries(modules)
+    except selftest.SelftestError as exc:
+        raise UsageError(str(exc)) from None
+    if opts.area:
+        entries = [e for e in entries if e.area in opts.area
+                   or any(e.area.startswith(a + ".") for a in opts.area)]
+        if not entries:
+            raise UsageError(f"no planted fault for area {', '.join(opts.area)}")
+    data = selftest.summary(selftest.run(entries, device=opts.device, jobs=opts.jobs))
+    print(selftest.render(data))
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    good = all(e.good for e in entries)
+    return 0 if good else 1
+
+
+def _releases(opts: argparse.Namespace) -> int:
+    from conformance.report.releases import ReleaseTableError, write_table
+
+    target = Path(opts.output or Path(opts.out) / "release-matrix.md")
+    try:
+        runs = write_table(Path(opts.out), target)
+    except ReleaseTableError as exc:
+        raise UsageError(str(exc)) from None
+    red = [r.release for r in runs if r.rc != 0]
+    print(f"{len(runs)} releases, {len(red)} not green{': ' + ', '.join(red) if red else ''}; "
+          f"wrote {target}")
+    return 1 if red else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="torch-conformance", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    d = sub.add_parser("diff", help="what changed between two reports; exit 1 on regressions")
+    d.add_argument("old", help="a report directory or report.json (the baseline)")
+    d.add_argument("new", help="a report directory or report.json (the run to judge)")
+    d.add_argument("--factor", type=float, default=2.0,
+                   help="report margins that moved by more than this factor (default 2)")
+    d.add_argument("--format", choices=("text", "markdown", "html"), default="text")
+    d.add_argument("-o", "--output", help="write the diff here instead of stdout")
+    d.add_argument("--json", help="also write the diff as JSON here")
+    d.add_argument("--fail-on-coverage-loss", action="store_true",
+                   help="exit 1 also when a test that passed is skipped, unsupported or gone")
+    d.add_argument("--fail-on-margin", action="store_true",
+                   help="exit 1 also when a margin grew by more than --factor")
+    d.set_defaults(run=_diff)
+    m = sub.add_parser("merge", help="merge shard / per-host reports into one")
+    m.add_argument("reports", nargs="+", help="report directories or report.json files")
+    m.add_argument("-o", "--output", required=True, help="the merged report's directory")
+    m.set_defaults(run=_merge)
+    b = sub.add_parser("bundle", help="a wheelhouse of the suite and its dependencies, for "
+                                      "offline installs (torch left out unless --torch)")
+    b.add_argument("outdir")
+    b.add_argument("--python", help="target Python, e.g. 3.12 (default: this one)")
+    b.add_argument("--platform", help="target platform tag, e.g. manylinux_2_28_aarch64 "
+                                      "(default: this machine's)")
+    b.add_argument("--extras", help="comma-separated extras to include, e.g. triton,report")
+    b.add_argument("--torch", action="store_true",
+                   help="include this torch release too (labs usually bring their own build)")
+    b.set_defaults(run=_bundle)
+    t = sub.add_parser("selftest", help="run the suite against every planted fault: faults "
+                                        "killed / total per area")
+    t.add_argument("--module", action="append",
+                   help="also a fault module of yours with a SELFTEST list (repeatable)")
+    t.add_argument("--no-planted", action="store_true",
+                   help="only the --module ones, not the project's tests/planted")
+    t.add_argument("--area", action="append",
+                   help="only faults of this area (or area prefix, e.g. sampler); repeatable")
+    t.add_argument("--device", default="cpu")
+    t.add_argument("-j", "--jobs", type=int, default=2, help="pytest runs at once (default 2)")
+    t.add_argument("--json", help="also write the table and every fault's outcome as JSON")
+    t.set_defaults(run=_selftest)
+    r = sub.add_parser("releases", help="one table of ci/release-matrix.sh's runs (release x "
+                                        "area); exit 1 unless every release exited 0")
+    r.add_argument("out", help="ci/release-matrix.sh's output directory (OUT/<release>/)")
+    r.add_argument("-o", "--output", help="the Markdown table (default OUT/release-matrix.md)")
+    r.set_defaults(run=_releases)
+    sub.add_parser("isolate", add_help=False,
+                   help="rerun an isolated case in the foreground (its own --help)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["isolate"]:  # its own parser (processes/foreground.py)
+        from conformance.processes.foreground import main as isolate_main
+
+        return isolate_main(args[1:])
+    try:
+        opts = parser().parse_args(argv)
+        return int(opts.run(opts))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Known-bad dependency pairs, detected at start-up by tiny probes.
+
+Each probe turns into a capability tag that implementations can require
+(``conformance_requires``); when a probe fails, the tag is absent and the reason (with
+the fix) is what the report shows for every case that needed it, instead of hundreds of
+identical failures.
+
+- ``triton-interpreter``: Triton's CPU interpreter runs a small kernel. It does not on
+  triton < 3.7 with numpy >= 2.4 (triton-lang/triton#9171: the interpreter calls ``int()``
+  on a one-element array, which numpy 2.4 turned from a deprecation into a TypeError).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+
+from conformance.harness.versions import installed_version
+
+PROBED_TAGS = ("triton-interpreter",)
+TRITON_NUMPY_LINK = "https://github.com/triton-lang/triton/issues/9171"
+
+
+def interpreter_in_use() -> bool:
+    """Our Triton kernels run interpreted where CUDA is absent (or when asked to)."""
+    import torch
+
+    return os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+
+
+def _triton_advice() -> str:
+    triton_v, numpy_v = installed_version("triton"), installed_version("numpy")
+    from packaging.version import Version
+
+    if triton_v and numpy_v and Version(triton_v) < Version("3.7") \
+            and Version(numpy_v) >= Version("2.4"):
+        return (f"triton {triton_v}'s interpreter does not work with numpy {numpy_v} "
+                f"({TRITON_NUMPY_LINK}); fix: pip install \"numpy<2.4\" "
+                f"(or a torch whose triton is >= 3.7)")
+    return f"triton {triton_v} with numpy {numpy_v}"
+
+
+def probe_triton_interpreter() -> str | None:
+    """None if the interpreter runs the probe kernel correctly, else why not (one line)."""
+    with warnings.catch_warnings():  # numpy < 2.4 warns where 2.4 raises: keep stderr clean
+        warnings.simplefilter("ignore")
+        return _run_triton_probe()
+
+
+def _run_triton_probe() -> str | None:
+    try:
+        import torch
+        from triton.runtime.interpreter import InterpretedFunction
+
+        from conformance.harness.probes.triton_kernel import loop_sum
+
+        kernel = InterpretedFunction(loop_sum)
+        x = torch.arange(3 * 16, dtype=torch.float32)
+        out = torch.empty(16, dtype=torch.float32)
+        kernel[(1,)](x, out, 3, BLOCK=16)
+        expected = x.view(3, 16).sum(0)
+        if not torch.equal(out, expected):
+            return (f"Triton's interpreter computed a wrong result in the start-up probe "
+                    f"({_triton_advice()})")
+    except Exception as exc:  # any failure means the interpreter cannot be used
+        text = " ".join(str(exc).split())[:160]
+        return (f"Triton's interpreter fails the start-up probe: {type(exc).__name__}: "
+                f"{text}; {_triton_advice()}")
+    return None
+
+
+def probe_tags() -> tuple[set[str], dict[str, str]]:
+    """(tags present, {absent tag: why}) for the dependency probes."""
+    present: set[str] = set()
+    absent: dict[str, str] = {}
+    if importlib.util.find_spec("triton") is None:
+        absent["triton-interpreter"] = "triton is not installed (pip install triton)"
+    elif interpreter_in_use():
+        # as the adapter does (impls/attention/triton_fa.py): Triton reads TRITON_INTERPRET
+        # when it is first imported, and its language library must be the interpreted one
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        problem = probe_triton_interpreter()
+        if problem is None:
+            present.add("triton-interpreter")
+        else:
+            absent["triton-interpreter"] = problem
+    else:
+        absent["triton-interpreter"] = "CUDA is present: Triton compiles, no interpreter"
+    return present, absent

@@ -1,0 +1,325 @@
+"""Load and validate ``device_matrix.yaml``; answer which rules apply to a test.
+
+The structure is checked by the JSON schema in ``schemas/device_matrix.schema.json``;
+the few cross-references a schema cannot express (a device naming an unknown area) are
+checked here with the same one-line message style.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from conformance.harness.errors import ConfigError
+from conformance.harness.expectations import Expectation
+from conformance.harness.versions import (
+    beyond_measured,
+    describe,
+    gate_holds,
+    measured_admitted,
+    parse_gate,
+)
+from conformance.harness.vocabulary import Vocabulary
+
+DEFAULT_MATRIX = Path(__file__).resolve().parents[1] / "device_matrix.yaml"
+SCHEMA_VERSION = 1
+
+
+def load_schema() -> dict[str, Any]:
+    text = resources.files("conformance.harness").joinpath("schemas/device_matrix.schema.json")
+    return json.loads(text.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class AreaSpec:
+    name: str
+    description: str
+    dtypes: tuple[str, ...]
+    builtins: tuple[str, ...]
+    features: frozenset[str] = frozenset()
+    limits: frozenset[str] = frozenset()
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        return Vocabulary(self.name, self.features, self.limits, self.dtypes)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    dtypes: frozenset[str]
+    areas: frozenset[str]
+    description: str = ""
+    after_error: str = "keeps_working"  # or "poisoned"
+    isolate_errors: bool = True  # run error cases in a child process
+    toolchain: dict[str, Any] = field(default_factory=dict)  # required build facts
+
+
+def _literal_brackets(pattern: str) -> str:
+    """Test ids contain [...]: in matrix patterns brackets are literal, only * and ? match."""
+    return "".join({"[": "[[]", "]": "[]]"}.get(c, c) for c in pattern)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One tolerance / expected-failure / unsupported entry."""
+
+    kind: str  # "tolerance" | "expected_failure" | "unsupported" | "budget"
+    index: int
+    area: str
+    patterns: tuple[str, ...]
+    reason: str
+    devices: frozenset[str] | None = None
+    when: frozenset[str] = frozenset()
+    unless: frozenset[str] = frozenset()
+    link: str | None = None
+    factor: float = 1.0
+    strict: bool = True
+    impls: tuple[str, ...] = ()  # capability rules: implementation names (wildcards)
+    features: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    versions: tuple[tuple[str, str], ...] = ()  # ((distribution, PEP 440 specifier), ...)
+    excepted: tuple[str, ...] = ()  # "except": test ids matched by these are left out
+    expect: Expectation | None = None  # expected failures: the failure that must happen
+    profiles: frozenset[str] = frozenset()  # budget entries: the profiles that leave it out
+
+    @property
+    def is_capability_rule(self) -> bool:
+        """An unsupported entry that removes features/dtypes from implementations."""
+        return bool(self.impls)
+
+    def matches_impl(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, _literal_brackets(p)) for p in self.impls)
+
+    def selects_device(self, device: str, tags: frozenset[str]) -> bool:
+        """Device, capability tags and package versions all select this run."""
+        return self.why_not(device, tags) is None
+
+    def why_not(self, device: str, tags: frozenset[str]) -> str | None:
+        """Why the entry does not apply to this run (None if it does)."""
+        if self.devices is not None and device not in self.devices:
+            return f"device {device} is not in {sorted(self.devices)}"
+        if not self.when <= tags:
+            return f"tags {sorted(self.when - tags)} are absent"
+        if self.unless & tags:
+            return f"tags {sorted(self.unless & tags)} are present"
+        holds, why = gate_holds(self.versions)
+        return None if holds else why
+
+    @property
+    def gate(self) -> str:
+        return describe(self.versions)
+
+    @property
+    def label(self) -> str:
+        section = {"tolerance": "tolerances", "expected_failure": "expected_failures"}
+        return f"{section.get(self.kind, self.kind)}[{self.index}]"
+
+    def matches_id(self, nodeid: str) -> bool:
+        def hit(patterns: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(nodeid, _literal_brackets(p)) for p in patterns)
+
+        return hit(self.patterns) and not hit(self.excepted)
+
+    def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str]) -> bool:
+        if area != self.area or not self.patterns or not self.matches_id(nodeid):
+            return False
+        return self.selects_device(device, tags)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    areas: dict[str, AreaSpec]
+    devices: dict[str, DeviceSpec]
+    rules: tuple[Rule, ...] = field(default_factory=tuple)
+    # device -> distribution -> the releases the entries were measured on (oldest first)
+    measured: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+
+    def measured_of(self, rule: Rule, device: str) -> dict[str, tuple[str, ...]]:
+        """Per distribution, the measured releases on this device that the rule admits."""
+        return {dist: measured_admitted(rule.versions, dist, releases)
+                for dist, releases in self.measured.get(device, {}).items()}
+
+    def beyond_measured(self, rule: Rule, device: str) -> tuple[str, str, str] | None:
+        """(dist, installed, newest measured) when this run's release is newer than every
+        release the rule was measured on (on this device), else None."""
+        return beyond_measured(rule.versions, self.measured.get(device, {}))
+
+    def rules_of(self, kind: str) -> tuple[Rule, ...]:
+        return tuple(r for r in self.rules if r.kind == kind)
+
+    def applicable(
+        self, kind: str, nodeid: str, area: str, device: str, tags: frozenset[str]
+    ) -> list[Rule]:
+        return [r for r in self.rules_of(kind) if r.applies(nodeid, area, device, tags)]
+
+
+class _DuplicateKey(yaml.MarkedYAMLError):
+    """A mapping gives the same key twice (YAML would silently keep the last)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses duplicate mapping keys (still no Python tags)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let SafeLoader report it
+                break
+            if first is not None:
+                raise _DuplicateKey(
+                    problem=f"duplicate key {key!r} (first given on line {first.line + 1})",
+                    problem_mark=key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def _key_path(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _schema_error(path: Path, data: Any) -> str | None:
+    validator_cls = jsonschema.validators.validator_for(load_schema())
+    validator = validator_cls(load_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is None:
+        return None
+    # For oneOf/anyOf, the deepest context error usually names the real problem.
+    while error.context:
+        error = jsonschema.exceptions.best_match(error.context)
+    message = " ".join(error.message.split())
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"{path}: {_key_path(error.absolute_path)}: {message}"
+
+
+def _as_tuple(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _rules(path: Path, data: dict[str, Any]) -> tuple[Rule, ...]:
+    out: list[Rule] = []
+    for key, kind in (
+        ("tolerances", "tolerance"),
+        ("expected_failures", "expected_failure"),
+        ("unsupported", "unsupported"),
+        ("budget", "budget"),
+    ):
+        for i, entry in enumerate(data.get(key) or []):
+            match = entry.get("match", ())
+            where = f"{path}: {key}[{i}]"
+            versions = parse_gate(f"{where}.versions", entry.get("versions") or {})
+            expect = entry.get("expect")
+            out.append(
+                Rule(
+                    kind=kind,
+                    index=i,
+                    area=entry["area"],
+                    patterns=(match,) if isinstance(match, str) else tuple(match),
+                    excepted=_as_tuple(entry.get("except", ())),
+                    reason=entry["reason"],
+                    devices=frozenset(entry["devices"]) if "devices" in entry else None,
+                    when=frozenset(entry.get("when", ())),
+                    unless=frozenset(entry.get("unless", ())),
+                    link=entry.get("link"),
+                    factor=float(entry.get("factor", 1.0)),
+                    strict=bool(entry.get("strict", True)),
+                    impls=tuple(entry.get("impls", ())),
+                    features=tuple(entry.get("features", ())),
+                    dtypes=tuple(entry.get("dtypes", ())),
+                    versions=versions,
+                    expect=Expectation.parse(f"{where}.expect", expect) if expect else None,
+                    profiles=frozenset(entry.get("profiles", ())),
+                )
+            )
+    return tuple(out)
+
+
+def load_matrix(path: str | Path | None = None) -> Matrix:
+    """Read, validate and return the matrix; raise ConfigError with a one-line message."""
+    path = Path(path) if path is not None else DEFAULT_MATRIX
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the device matrix ({exc.strerror})") from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader: no Python tags
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if isinstance(exc, _DuplicateKey):
+            raise ConfigError(f"{path}: {where}{problem}") from None
+        raise ConfigError(f"{path}: {where}not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: (top level): expected a mapping, got {type(data).__name__}")
+    problem = _schema_error(path, data)
+    if problem:
+        raise ConfigError(problem)
+
+    areas = {
+        name: AreaSpec(name, a["description"], tuple(a["dtypes"]), tuple(a["builtins"]),
+                       frozenset(a.get("features", ())), frozenset(a.get("limits", ())))
+        for name, a in data["areas"].items()
+    }
+    devices = {}
+    for name, d in data["devices"].items():
+        listed: set[str] = set()
+        for i, area in enumerate(d["areas"]):
+            family = [a for a in areas if a.startswith(area[:-1])] if area.endswith(".*") \
+                else [area] if area in areas else []
+            if not family:
+                raise ConfigError(
+                    f"{path}: devices.{name}.areas[{i}]: unknown area {area!r} "
+                    f"(expected one of: {', '.join(sorted(areas))}, or a family 'prefix.*')"
+                )
+            listed.update(family)
+        errors = d.get("errors", {})
+        devices[name] = DeviceSpec(
+            name, frozenset(d["dtypes"]), frozenset(listed), d.get("description", ""),
+            errors.get("after", "keeps_working"), errors.get("isolate", True),
+            dict(d.get("toolchain", {})),
+        )
+    rules = _rules(path, data)
+    measured = {}
+    for dev, dists in (data.get("measured") or {}).items():
+        measured[dev] = {}
+        for dist, releases in dists.items():
+            for i, release in enumerate(releases):
+                try:
+                    Version(str(release))
+                except InvalidVersion:
+                    raise ConfigError(f"{path}: measured.{dev}.{dist}[{i}]: {release!r} is "
+                                      "not a release version (e.g. 2.14.1)") from None
+            measured[dev][canonicalize_name(dist)] = tuple(
+                sorted((str(r) for r in releases), key=Version))
+    for rule in rules:
+        if rule.area not in areas:
+            raise ConfigError(
+                f"{path}: {rule.label}.area: unknown area {rule.area!r} "
+                f"(expected one of: {', '.join(sorted(areas))})"
+            )
+        vocab = areas[rule.area].vocabulary
+        for key, kind, names in (("features", "feature", rule.features),
+                                 ("dtypes", "dtype", rule.dtypes)):
+            problem = vocab.unknown(kind, names)
+            if problem:
+                raise ConfigError(f"{path}: {rule.label}.{key}: {problem}")
+    return Matrix(path=path, areas=areas, devices=devices, rules=rules,
+                  measured=measured)

@@ -1,0 +1,1 @@
+"""Start-up probes for known-bad dependency pairs (``conformance.harness.deps``)."""

@@ -1,0 +1,137 @@
+"""Everything decided once per run: device, matrix, implementations, profile, seed."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.harness.errors import ConfigError
+from conformance.harness.matrix import DEFAULT_MATRIX, Matrix, load_matrix
+from conformance.harness.probe import DeviceInfo, resolve_device
+from conformance.harness.registry import Registry, build_registry
+
+PROFILES = ("ci", "dev", "thorough")
+
+
+@dataclass
+class RunState:
+    device: DeviceInfo
+    matrix: Matrix
+    registry: Registry
+    profile: str
+    seed: int
+    impl_options: list[str]
+    matrix_option: str | None
+    include_builtins: bool
+    report_dir: Path | None
+    command: str
+    emulated: bool = False
+    shard: dict[str, Any] | None = None
+    repro_dir: Path | None = None
+
+    @classmethod
+    def from_options(cls, opt: Any, seed_from_controller: int | None = None) -> RunState:
+        profile = opt.conformance_profile
+        if profile not in PROFILES:
+            raise ConfigError(f"--profile: unknown profile {profile!r} "
+                              f"(expected one of: {', '.join(PROFILES)})")
+        matrix = load_matrix(opt.device_matrix)
+        device = resolve_device(opt.device)
+        impl_options = list(opt.conformance_impl or [])
+        registry = build_registry(
+            {name: area.builtins for name, area in matrix.areas.items()},
+            impl_options,
+            include_builtins=not opt.no_builtins,
+            vocabularies={name: area.vocabulary for name, area in matrix.areas.items()},
+        )
+        for rule in matrix.rules_of("unsupported"):
+            if rule.is_capability_rule and rule.selects_device(device.matrix_key, device.tags):
+                registry.restrict(rule.area, rule.matches_impl, rule.features, rule.dtypes,
+                                  f"matrix {rule.label}: {rule.reason}")
+        seed = opt.conformance_seed
+        if seed is None:
+            seed = seed_from_controller
+        if seed is None:
+            seed = 0 if profile == "ci" else random.SystemRandom().randrange(2**31)
+        report_dir = Path(opt.conformance_report) if opt.conformance_report else None
+        return cls(
+            device=device,
+            matrix=matrix,
+            registry=registry,
+            profile=profile,
+            seed=int(seed),
+            impl_options=impl_options,
+            matrix_option=opt.device_matrix,
+            include_builtins=not opt.no_builtins,
+            report_dir=report_dir,
+            command=shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            emulated=bool(getattr(opt, "conformance_emulated", False)),
+            repro_dir=(Path(opt.conformance_repro_dir).resolve()
+                       if getattr(opt, "conformance_repro_dir", None) else None),
+        )
+
+    def repro_args(self, impl_spec: str | None = None, impl_area: str | None = None) -> list[str]:
+        """Options that reproduce one test exactly (device, matrix, profile, seed, impl)."""
+        args = [f"--device={self.device.kind}", f"--profile={self.profile}", f"--seed={self.seed}"]
+        if self.matrix_option and Path(self.matrix_option).resolve() != DEFAULT_MATRIX.resolve():
+            args.append(f"--device-matrix={self.matrix_option}")
+        for text in self.impl_options:
+            if impl_spec is None or text.split("=", 1)[-1].strip() == impl_spec:
+                args.append(f"--impl={text}")
+        if not self.include_builtins:
+            args.append("--no-builtins")
+        if self.emulated:
+            args.append("--emulated")
+        return args
+
+    def matrix_entries(self) -> list[dict[str, Any]]:
+        """Every matrix entry, whether it applies to this run and, if not, why not."""
+        out = []
+        for rule in self.matrix.rules:
+            why = rule.why_not(self.device.matrix_key, self.device.tags)
+            if why is None and rule.kind == "budget" and self.profile not in rule.profiles:
+                why = f"the {self.profile} profile runs these cases"
+            key = self.device.matrix_key
+            beyond = self.matrix.beyond_measured(rule, key)
+            out.append({"entry": rule.label, "area": rule.area, "versions": rule.gate or None,
+                        "applies": why is None, "why_not": why, "reason": rule.reason,
+                        "link": rule.link,
+                        "expect": rule.expect.describe() if rule.expect else None,
+                        "measured": {d: list(r) for d, r in
+                                     self.matrix.measured_of(rule, key).items() if r},
+                        "beyond_measured": (f"{beyond[0]} {beyond[1]} is newer than "
+                                            f"{beyond[2]}" if beyond else None)})
+        return out
+
+    def run_info(self) -> dict[str, Any]:
+        return {
+            "matrix_entries": self.matrix_entries(),
+            "command": self.command,
+            "profile": self.profile,
+            "seed": self.seed,
+            "emulated": self.emulated,
+            "matrix": str(self.matrix.path),
+            "matrix_sha256": hashlib.sha256(self.matrix.path.read_bytes()).hexdigest(),
+            "shard": self.shard,
+            "impl_options": self.impl_options,
+            "implementations": [
+                {"area": i.area, "name": i.name, "spec": i.spec, "origin": i.origin,
+                 "dtypes": sorted(i.caps.dtypes) if i.caps.dtypes is not None else "all",
+                 "devices": sorted(i.caps.devices) if i.caps.devices is not None else "all",
+                 "features": sorted(i.caps.features) if i.caps.features is not None else "all",
+                 "limits": i.caps.limits, "requires": sorted(i.caps.requires),
+                 "removed_by_matrix": {**i.caps.excluded_features, **i.caps.excluded_dtypes}}
+                for i in self.registry.all()
+            ],
+        }
+
+
+# the session's RunState (``config.stash[STATE]``; areas read it in pytest_generate_tests)
+STATE = pytest.StashKey[RunState]()

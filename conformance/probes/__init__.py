@@ -1,1 +1,0 @@
-"""Start-up probes for known-bad dependency pairs (``conformance.deps``)."""

@@ -1,0 +1,90 @@
+"""What a rank of ``conformance.processes.ranks`` runs besides the cases: joining the process group
+at start-up, the group a case should use, and the health probe run after a case that
+raised. Imported in the rank processes only (and under torchrun)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+from typing import Any
+
+_GROUP: dict[str, Any] = {}
+
+
+def join_group(spec: str, device: str) -> dict[str, Any]:
+    """Join the process group ``BACKEND,RANK,WORLD,STORE_FILE,TIMEOUT_S`` (a FileStore
+    rendezvous: no port is fixed); what the rank reports in its hello."""
+    import torch
+    import torch.distributed as dist
+
+    backend, rank, world, store_file, timeout = spec.split(",")
+    start = time.monotonic()
+    kwargs: dict[str, Any] = {}
+    dev = torch.device(device)
+    if backend in ("nccl", "xccl") and dev.index is not None:
+        kwargs["device_id"] = dev
+    store = dist.FileStore(store_file, int(world))
+    dist.init_process_group(backend, store=store, rank=int(rank), world_size=int(world),
+                            timeout=datetime.timedelta(seconds=float(timeout)), **kwargs)
+    _GROUP.update(backend=backend, rank=int(rank), world=int(world), device=device)
+    return {"rank": int(rank), "world": int(world), "backend": backend,
+            "backend_version": backend_version(backend),
+            "join_seconds": time.monotonic() - start}
+
+
+def adopt_group(backend: str, device: str) -> None:
+    """Use a process group that exists already (under torchrun)."""
+    import torch.distributed as dist
+
+    _GROUP.update(backend=backend, rank=dist.get_rank(), world=dist.get_world_size(),
+                  device=device)
+
+
+def backend_version(backend: str) -> str:
+    """The communication library's version where torch exposes it ("" otherwise)."""
+    import torch
+
+    if backend == "nccl":
+        try:
+            version = torch.cuda.nccl.version()
+        except (AttributeError, RuntimeError):
+            return ""
+        return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+    if backend == "gloo":
+        return f"gloo (torch {torch.__version__})"
+    return ""
+
+
+def rank() -> int:
+    """This process's rank in the case's group."""
+    return int(_GROUP["rank"])
+
+
+def world() -> int:
+    return int(_GROUP["world"])
+
+
+def device() -> str:
+    """The device this rank's tensors live on."""
+    return str(_GROUP.get("device", "cpu"))
+
+
+def group() -> Any:
+    """The process group a case runs its collectives on."""
+    import torch.distributed as dist
+
+    return dist.group.WORLD
+
+
+def probe(timeout_s: float = 10.0) -> dict[str, Any]:
+    """A small all_reduce on every rank: the group still works after a failed case."""
+    import torch
+    import torch.distributed as dist
+
+    x = torch.full((4,), float(rank() + 1), device=device())
+    work = dist.all_reduce(x, async_op=True)
+    work.wait(datetime.timedelta(seconds=timeout_s))
+    expected = world() * (world() + 1) / 2
+    return {"ok": bool(torch.all(x == expected).item()), "pid": os.getpid()}
+

@@ -1,0 +1,187 @@
+"""``torch-conformance diff OLD NEW``: what changed between two reports.
+
+Regressions (exit status 1): a test that fails, errors or passes unexpectedly in NEW but
+did not in OLD (a new test that fails counts). Reported besides, without changing the exit
+status unless asked: fixed tests, every other outcome change, coverage lost (a test that
+passed in OLD and is skipped, unsupported or absent in NEW; ``--fail-on-coverage-loss``),
+margins that moved by more than a factor (``--fail-on-margin``), tests that appeared or
+disappeared, and the environment's differences.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.harness.outcomes import BAD_OUTCOMES
+from conformance.report.plots import as_margin
+
+BAD = BAD_OUTCOMES
+NOT_RUN = ("skipped", "unsupported")
+MARGIN_FLOOR = 1e-3  # margins below this on both sides are noise-level: never "moved"
+
+
+class ReportError(ValueError):
+    """A path that is not a report (a usage error: one line, exit 4)."""
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """A report from its directory or its report.json."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    if not p.is_file():
+        raise ReportError(f"{path}: no report.json there")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{p}: not a readable report ({type(exc).__name__})") from None
+    if not isinstance(data, dict) or data.get("schema") != "torch-conformance-report":
+        raise ReportError(f"{p}: not a torch-conformance report")
+    return data
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix.rstrip("."): json.dumps(value) if isinstance(value, list) else str(value)}
+
+
+def _margins(result: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for c in result.get("checks") or ():
+        m = as_margin(c.get("margin"))
+        if m is not None:
+            out[c["name"]] = max(out.get(c["name"], m), m)
+    return out
+
+
+@dataclass
+class Diff:
+    old: str
+    new: str
+    factor: float
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+    changed: list[dict[str, Any]] = field(default_factory=list)
+    coverage_lost: list[dict[str, Any]] = field(default_factory=list)
+    margins: list[dict[str, Any]] = field(default_factory=list)
+    appeared: list[str] = field(default_factory=list)
+    disappeared: list[str] = field(default_factory=list)
+    environment: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def failing(self, coverage: bool = False, margin: bool = False) -> bool:
+        worse = [m for m in self.margins if m["ratio"] > 1]
+        return bool(self.regressions or (coverage and self.coverage_lost)
+                    or (margin and worse))
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def diff_reports(old: dict[str, Any], new: dict[str, Any], *, factor: float = 2.0,
+                 old_name: str = "OLD", new_name: str = "NEW") -> Diff:
+    d = Diff(old_name, new_name, factor)
+    before = {r["nodeid"]: r for r in old["results"]}
+    after = {r["nodeid"]: r for r in new["results"]}
+    for nodeid, r in sorted(after.items()):
+        o = before.get(nodeid)
+        row = {"nodeid": nodeid, "area": r["area"], "old": o["outcome"] if o else None,
+               "new": r["outcome"], "reason": r["reason"], "reproduce": r.get("reproduce")}
+        if o is None:
+            d.appeared.append(nodeid)
+            if r["outcome"] in BAD:
+                d.regressions.append(row)
+            continue
+        if r["outcome"] in BAD and o["outcome"] not in BAD:
+            d.regressions.append(row)
+        elif o["outcome"] in BAD and r["outcome"] not in BAD:
+            d.fixed.append(row)
+        elif o["outcome"] != r["outcome"]:
+            (d.coverage_lost if o["outcome"] == "passed" and r["outcome"] in NOT_RUN
+             else d.changed).append(row)
+        if o["outcome"] == r["outcome"] == "passed":
+            d.margins += _moved(nodeid, _margins(o), _margins(r), factor)
+    for nodeid, o in sorted(before.items()):
+        if nodeid not in after:
+            d.disappeared.append(nodeid)
+            if o["outcome"] == "passed":
+                d.coverage_lost.append({"nodeid": nodeid, "area": o["area"], "old": "passed",
+                                        "new": None, "reason": "not in NEW",
+                                        "reproduce": o.get("reproduce")})
+    d.margins.sort(key=lambda m: -abs(_log(m["ratio"])))
+    env_old = _flatten({**old["environment"], "tool_version": old.get("tool_version")})
+    env_new = _flatten({**new["environment"], "tool_version": new.get("tool_version")})
+    for key in sorted(set(env_old) | set(env_new)):
+        if env_old.get(key) != env_new.get(key):
+            d.environment.append((key, env_old.get(key, "-"), env_new.get(key, "-")))
+    return d
+
+
+def _log(x: float) -> float:
+    import math
+
+    return math.log(x) if 0 < x < float("inf") else float("inf")
+
+
+def _moved(nodeid: str, old: dict[str, float], new: dict[str, float],
+           factor: float) -> list[dict[str, Any]]:
+    out = []
+    for name in sorted(set(old) & set(new)):
+        a, b = old[name], new[name]
+        if max(a, b) < MARGIN_FLOOR:
+            continue
+        ratio = max(b, MARGIN_FLOOR) / max(a, MARGIN_FLOOR)
+        if ratio > factor or ratio < 1 / factor:
+            out.append({"nodeid": nodeid, "check": name, "old": a, "new": b, "ratio": ratio})
+    return out
+
+
+def _rows(d: Diff) -> list[tuple[str, list[dict[str, Any]]]]:
+    return [("Regressions", d.regressions), ("Fixed", d.fixed),
+            ("Coverage lost", d.coverage_lost), ("Other outcome changes", d.changed)]
+
+
+def render_text(d: Diff, markdown: bool = False) -> str:
+    code = (lambda s: f"`{s}`") if markdown else (lambda s: s)
+    head = "## " if markdown else ""
+    verdict = "REGRESSED" if d.regressions else "no regressions"
+    lines = [f"{'# ' if markdown else ''}torch-conformance diff: {verdict}", "",
+             f"OLD {code(d.old)}", f"NEW {code(d.new)}", "",
+             f"{len(d.regressions)} regressions, {len(d.fixed)} fixed, "
+             f"{len(d.coverage_lost)} coverage lost, {len(d.changed)} other outcome changes, "
+             f"{len(d.margins)} margins moved more than {d.factor:g}x, "
+             f"{len(d.appeared)} appeared, {len(d.disappeared)} disappeared"]
+    for title, rows in _rows(d):
+        if rows:
+            lines += ["", f"{head}{title} ({len(rows)})"]
+            for r in rows:
+                lines.append(f"- {code(r['nodeid'])}: {r['old'] or 'absent'} -> "
+                             f"{r['new'] or 'absent'}" + (f": {r['reason']}" if r["reason"]
+                                                          else ""))
+                if title == "Regressions" and r.get("reproduce"):
+                    lines.append(f"  reproduce: {code(r['reproduce'])}")
+    if d.margins:
+        lines += ["", f"{head}Margins moved more than {d.factor:g}x ({len(d.margins)})"]
+        lines += [f"- {code(m['nodeid'])} {m['check']}: {m['old']:.3g} -> {m['new']:.3g} "
+                  f"({m['ratio']:.3g}x)" for m in d.margins]
+    for title, ids in (("Appeared", d.appeared), ("Disappeared", d.disappeared)):
+        if ids:
+            lines += ["", f"{head}{title} ({len(ids)})"] + [f"- {code(i)}" for i in ids[:500]]
+            if len(ids) > 500:
+                lines.append(f"- ... and {len(ids) - 500} more")
+    if d.environment:
+        lines += ["", f"{head}Environment differences ({len(d.environment)})"]
+        lines += [f"- {k}: {a} -> {b}" for k, a, b in d.environment]
+    return "\n".join(lines) + "\n"
+
+
+def render_html(d: Diff) -> str:
+    from conformance.report.html import render_template
+
+    return render_template("diff.html.j2", d=d, sections=_rows(d))

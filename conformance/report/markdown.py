@@ -1,0 +1,135 @@
+"""summary.md: the report as Markdown (outcomes, areas, margins, reasons, matrix entries)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.harness.outcomes import OUTCOMES
+from conformance.report.tables import (
+    BULKY_NOTES,
+    export_table,
+    graphs_table,
+    indexing_table,
+    times_table,
+)
+
+
+def _margin(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _grouped_by_reason(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per (area, implementation, reason) with a count and an example test."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for r in rows:
+        groups.setdefault((r["area"], r["impl"] or "-", r["reason"]), []).append(r["nodeid"])
+    lines = ["| area | implementation | tests | reason | e.g. |", "|---|---|---|---|---|"]
+    for (area, impl, reason), ids in sorted(groups.items()):
+        example = ids[0].split("::", 1)[-1]
+        cell = reason.replace("|", "\\|")
+        lines.append(f"| {area} | `{impl}` | {len(ids)} | {cell} | `{example}` |")
+    return lines
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    env, run = report["environment"], report["run"]
+    dev = env["device"]
+    lines = [
+        "# torch-conformance report",
+        "",
+        f"- device: **{dev['torch_device']}** ({dev['name']}; matrix key `{dev['matrix_key']}`)",
+        f"- torch {env['torch']}, CUDA {env['cuda']}, HIP {env['hip']}, "
+        f"Python {env['python']}, BLAS {env['blas'].get('BLAS_INFO', '?')}",
+        f"- profile `{run['profile']}`, seed {run['seed']}, matrix `{run['matrix']}`",
+        "- device-side assertions: " + ", ".join(
+            f"{k}={v}" for k, v in (env.get("device_side_assertions") or {}).items()),
+        "- matmul settings: " + ", ".join(f"{k}={v}" for k, v in
+                                           env.get("matmul_settings", {}).items()),
+        f"- created {report['created']}, command: `{run['command']}`",
+        "",
+        "## Summary",
+        "",
+        "| " + " | ".join(OUTCOMES) + " |",
+        "|" + "---|" * len(OUTCOMES),
+        "| " + " | ".join(str(report["summary"][o]) for o in OUTCOMES) + " |",
+        "",
+        "Margin = worst measured error / bound over the bounded checks (< 1 passes); expected",
+        "failures are left out of it.",
+        "",
+        "## By area and implementation",
+        "",
+        "| area | implementation | passed | failed | error | xfail | xpass | unsupported "
+        "| skipped | worst margin |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for area, impls in sorted(report["areas"].items()):
+        for impl, row in sorted(impls.items()):
+            lines.append(
+                f"| {area} | `{impl}` | {row['passed']} | {row['failed']} | {row['error']} | "
+                f"{row['expected-fail']} | {row['unexpected-pass']} | {row['unsupported']} | "
+                f"{row['skipped']} | {_margin(row['worst_margin'])} |"
+            )
+    sections = [
+        ("Failures", ("failed", "error", "unexpected-pass")),
+        ("Expected failures", ("expected-fail",)),
+        ("Unsupported (by design)", ("unsupported",)),
+        ("Skipped (missing hardware or package)", ("skipped",)),
+    ]
+    for title, outcomes in sections:
+        rows = [r for r in report["results"] if r["outcome"] in outcomes]
+        if not rows:
+            continue
+        lines += ["", f"## {title} ({len(rows)})", ""]
+        if outcomes[0] in ("unsupported", "skipped"):
+            lines += _grouped_by_reason(rows)
+            continue
+        for r in rows[:200]:
+            lines.append(f"- `{r['nodeid']}`: {r['reason']}")
+            if r["outcome"] in ("failed", "error") and r.get("reproduce"):
+                lines.append(f"  - reproduce: `{r['reproduce']}`")
+            if r.get("repro_script"):
+                lines.append(f"  - standalone reproducer: `{r['repro_script']}`")
+        if len(rows) > 200:
+            lines.append(f"- ... and {len(rows) - 200} more (see report.json)")
+    entries = report["run"].get("matrix_entries") or []
+    if entries:
+        narrow = [m for m in entries if m.get("fixed_in")]
+        if narrow:
+            lines += ["", f"## Matrix entries to narrow ({len(narrow)})", "",
+                      "Expected failures whose tests passed on a release newer than every "
+                      "release they were measured failing on: counted as passed (the checks "
+                      "ran and held), listed here so the entry is narrowed.", "",
+                      "| entry | area | tests passed | fixed in? | narrow its versions to |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {m['entry']} | {m['area']} | {m['fixed_tests']} of {m['tests']} | "
+                      f"{m['fixed_in']} | `{m['narrow_to']}` |" for m in narrow]
+        lines += ["", "## Matrix entries", "",
+                  "| entry | area | versions | measured on | applies here | tests | reason |",
+                  "|---|---|---|---|---|---|---|"]
+        for m in entries:
+            here = "yes" if m["applies"] else f"no: {m['why_not']}"
+            if m["applies"] and m.get("beyond_measured"):
+                here += f" (not measured: {m['beyond_measured']})"
+            reason = m["reason"].replace("|", "\\|")
+            seen = "; ".join(f"{d} {', '.join(r)}" for d, r in (m.get("measured") or {}).items())
+            lines.append(f"| {m['entry']} | {m['area']} | {m['versions'] or '-'} | "
+                         f"{seen or '-'} | {here} | {m.get('tests', '-')} | {reason} |")
+    lines += indexing_table(report["results"])
+    lines += export_table(report["results"])
+    lines += graphs_table(report["results"])
+    lines += times_table(report)
+    noted = [r for r in report["results"]
+             if {k: v for k, v in r["notes"].items() if k not in BULKY_NOTES}]
+    if noted:
+        lines += ["", "## Notes recorded by checks", ""]
+        seen: set[str] = set()
+        for r in noted:
+            text = ", ".join(f"{k}: {v}" for k, v in sorted(r["notes"].items())
+                             if k not in BULKY_NOTES)
+            line = f"- {r['area']} / `{r['impl']}` / {r['dtype']}: {text}"
+            if line not in seen:
+                seen.add(line)
+                lines.append(line)
+    if report["warnings"]:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in report["warnings"]]
+    return "\n".join(lines) + "\n"

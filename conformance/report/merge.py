@@ -1,0 +1,141 @@
+"""``torch-conformance merge DIR... -o OUT``: shard reports (``--shard I/N``) or the
+per-host reports of torchrun jobs, as one report: JSON, Markdown, HTML and JUnit XML.
+
+Refused, with a one-line error: reports of different suite versions, report schemas or
+device matrices (by the matrix file's SHA-256), shards of different counts, the same shard
+twice. A test in more than one input keeps its worst outcome, with a warning when they
+disagree; missing shards and differing environments are warnings in the merged report.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from conformance.report.collect import Collector, Entry, build_report
+from conformance.report.diff import ReportError, load_report
+from conformance.report.write import write_report
+
+WORST = {"error": 6, "failed": 5, "unexpected-pass": 4, "expected-fail": 3, "passed": 2,
+         "unsupported": 1, "skipped": 0}
+SAME = (("tool_version", "suite versions"), ("schema_version", "report schemas"))
+
+
+class MergeError(ValueError):
+    """Inputs that must not be merged (a usage error)."""
+
+
+def _revive(check: dict[str, Any]) -> dict[str, Any]:
+    """A check as the run had it: report.json writes inf and NaN as strings."""
+    return {k: float(v) if k in ("margin", "measured", "bound") and v in ("inf", "-inf", "nan")
+            else v for k, v in check.items()}
+
+
+def _entry(r: dict[str, Any]) -> Entry:
+    meta = {k: r.get(k) for k in ("area", "impl", "device", "dtype", "params",
+                                  "matrix_entries", "reproduce")}
+    record = {"checks": [_revive(c) for c in r.get("checks") or ()], "notes": r.get("notes") or {},
+              "tolerance_factor": r.get("tolerance_factor", 1.0), "reproduce": r.get("reproduce")}
+    return Entry(r["nodeid"], r["outcome"], r["reason"], meta, r.get("duration_s") or 0.0,
+                 record, r.get("worker"))
+
+
+def _check_compatible(reports: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    (first_name, first), warnings = reports[0], []
+    for name, rep in reports[1:]:
+        for key, what in SAME:
+            if rep.get(key) != first.get(key):
+                raise MergeError(f"{name}: different {what} ({key} {rep.get(key)!r} vs "
+                                 f"{first.get(key)!r} in {first_name}); not merged")
+        a, b = rep["run"].get("matrix_sha256"), first["run"].get("matrix_sha256")
+        if a != b:
+            raise MergeError(f"{name}: a different device matrix (SHA-256 {str(a)[:12]} vs "
+                             f"{str(b)[:12]} in {first_name}); not merged")
+        for key in ("torch", "cuda", "hip"):
+            if rep["environment"].get(key) != first["environment"].get(key):
+                warnings.append(f"merged reports differ in {key}: {name} has "
+                                f"{rep['environment'].get(key)}, {first_name} "
+                                f"{first['environment'].get(key)}")
+    shards = [(name, rep["run"].get("shard")) for name, rep in reports]
+    given = [(name, s) for name, s in shards if s]
+    if given:
+        counts = {s["count"] for _, s in given}
+        if len(counts) > 1 or len(given) != len(shards):
+            raise MergeError("the inputs are not shards of one split: " + ", ".join(
+                f"{name} " + (f"{s['index']}/{s['count']}" if s else "unsharded")
+                for name, s in shards))
+        seen: dict[int, str] = {}
+        for name, s in given:
+            if s["index"] in seen:
+                raise MergeError(f"shard {s['index']}/{s['count']} twice: {seen[s['index']]} "
+                                 f"and {name}")
+            seen[s["index"]] = name
+        missing = sorted(set(range(1, counts.pop() + 1)) - set(seen))
+        if missing:
+            warnings.append(f"shards {', '.join(map(str, missing))} of "
+                            f"{given[0][1]['count']} are missing from this merge")
+    return warnings
+
+
+def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One report from several (name, report) pairs."""
+    warnings = _check_compatible(reports)
+    collector = Collector()
+    for name, rep in reports:
+        for r in rep["results"]:
+            old = collector.entries.get(r["nodeid"])
+            if old is not None and old.outcome != r["outcome"]:
+                warnings.append(f"{r['nodeid']}: {old.outcome} in one input, {r['outcome']} "
+                                f"in {name}; the worse is kept")
+            if old is None or WORST[r["outcome"]] > WORST[old.outcome]:
+                collector.entries[r["nodeid"]] = _entry(r)
+        collector.warnings += [w for w in rep.get("warnings") or ()
+                               if w not in collector.warnings]
+    first = reports[0][1]
+    run = {**first["run"], "shard": None, "command": "torch-conformance merge",
+           "merged_from": [{"report": name, "shard": rep["run"].get("shard"),
+                            "command": rep["run"].get("command"), "created": rep["created"],
+                            "host": rep["environment"].get("platform")}
+                           for name, rep in reports]}
+    merged = build_report(collector, first["environment"], run)
+    merged["warnings"] += warnings
+    merged["vacuous"] = _vacuous([rep for _, rep in reports])
+    merged["areas_without_implementations"] = first.get("areas_without_implementations", [])
+    return merged
+
+
+def _vacuous(reports: list[dict[str, Any]]) -> list[str]:
+    """An implementation is vacuous in the merge only if it ran no check in any input."""
+    def name(line: str) -> str:
+        return line.removeprefix("implementation ").split(" (", 1)[0]
+
+    lists = [{name(v): v for v in rep.get("vacuous") or ()} for rep in reports]
+    common = set.intersection(*(set(x) for x in lists)) if lists else set()
+    return sorted(lists[-1][n] for n in common)
+
+
+def merge_junit(paths: list[Path], out: Path) -> Path | None:
+    """The inputs' junit.xml test suites under one <testsuites>."""
+    suites = ET.Element("testsuites")
+    for p in paths:
+        if not p.is_file():
+            continue
+        root = ET.parse(p).getroot()
+        suites.extend(root if root.tag == "testsuites" else [root])
+    if not len(suites):
+        return None
+    ET.ElementTree(suites).write(out, encoding="utf-8", xml_declaration=True)
+    return out
+
+
+def merge_dirs(inputs: list[Path], output: Path) -> list[Path]:
+    try:
+        loaded = [(str(p), load_report(p)) for p in inputs]
+    except ReportError as exc:
+        raise MergeError(str(exc)) from None
+    merged = merge_reports(loaded)
+    written = write_report(output, merged)
+    junit = merge_junit([(p if p.is_dir() else p.parent) / "junit.xml" for p in inputs],
+                        output / "junit.xml")
+    return written + ([junit] if junit else [])

@@ -1,0 +1,167 @@
+"""One honest outcome per collected test: a crashed worker, a hang, Ctrl-C and a time
+budget never come out PASS (README, "Outcomes"). Each scenario runs the topk area in a
+child pytest with a planted implementation (tests/planted/run_breakers.py) and asserts the
+verdict, the counts and the exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SUITE, TESTS
+
+TOPK = str(SUITE / "topk" / "test_topk.py")
+SELECT = ["-k", "float32 or int64"]  # ~70 tests: enough calls to break at the 30th
+BAD = ("failed", "error", "crashed", "timed-out", "unexpected-pass")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+    env["CONFORMANCE_PLANTED_DIR"] = str(tmp_path)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def _pytest(tmp_path: Path, impl: str, *args: str,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", TOPK, *SELECT,
+           "--no-builtins", f"--impl=topk=planted.run_breakers:{impl}",
+           f"--report={tmp_path / 'r'}", *args]
+    return subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path), capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def _report(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "r" / "report.json").read_text())
+
+
+def _one_outcome_each(report: dict) -> None:
+    """Every collected test is in the results exactly once, and the counts add up."""
+    ids = [r["nodeid"] for r in report["results"]]
+    assert len(ids) == len(set(ids)) == report["collected"]
+    assert sum(report["summary"].values()) == report["collected"]
+
+
+def _shows_everywhere(tmp_path: Path, verdict: str) -> None:
+    out = tmp_path / "r"
+    assert f"verdict: **{verdict}**" in (out / "summary.md").read_text()
+    assert f">{verdict}<" in (out / "report.html").read_text()
+    junit = out / "junit.xml"
+    if junit.exists():
+        props = {p.get("name"): p.get("value")
+                 for p in ET.parse(junit).getroot().iter("property")}
+        assert props.get("conformance_verdict") == verdict
+
+
+def test_a_clean_run_is_pass(tmp_path):
+    run = _pytest(tmp_path, "slow", "-n", "0", "-k", "test_invalid_k_raises")
+    assert run.returncode == 0, run.stdout[-3000:]
+    report = _report(tmp_path)
+    _one_outcome_each(report)
+    assert report["verdict"] == "PASS" and report["exit_status"] == 0
+    assert "torch-conformance verdict: PASS" in run.stdout
+    _shows_everywhere(tmp_path, "PASS")
+
+
+def test_segfault_under_xdist_is_crashed_and_the_run_goes_on(tmp_path):
+    run = _pytest(tmp_path, "segfault", "-n", "2")
+    assert run.returncode == 1, run.stdout[-3000:]
+    report = _report(tmp_path)
+    _one_outcome_each(report)
+    assert report["summary"]["crashed"] == 1
+    assert report["summary"]["not-run"] == 0  # a replacement worker ran the rest
+    assert report["summary"]["passed"] == report["collected"] - 1
+    crashed = next(r for r in report["results"] if r["outcome"] == "crashed")
+    assert "Segmentation fault" in crashed["reason"], crashed["reason"]
+    assert "segfault" in crashed["notes"]["stack"]  # the planted function is on the stack
+    assert report["verdict"] == "FAIL" and report["exit_status"] == 1
+    _shows_everywhere(tmp_path, "FAIL")
+
+
+def test_segfault_in_process_leaves_a_journal_that_becomes_the_report(tmp_path):
+    run = _pytest(tmp_path, "segfault", "-n", "0")
+    assert run.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), run.returncode
+    assert not (tmp_path / "r" / "report.json").exists()
+    rebuilt = subprocess.run([sys.executable, "-m", "conformance.cli", "report",
+                              str(tmp_path / "r")], env=_env(tmp_path), capture_output=True,
+                             text=True, check=False)
+    assert rebuilt.returncode == 2, rebuilt.stdout + rebuilt.stderr
+    assert "INCOMPLETE" in rebuilt.stdout
+    report = _report(tmp_path)
+    _one_outcome_each(report)
+    s = report["summary"]
+    assert s["crashed"] == 1 and s["not-run"] > 0 and s["passed"] > 0
+    assert report["verdict"] == "INCOMPLETE"
+    crashed = next(r for r in report["results"] if r["outcome"] == "crashed")
+    assert "Segmentation fault" in crashed["reason"]
+    _shows_everywhere(tmp_path, "INCOMPLETE")
+
+
+def test_the_next_run_into_the_directory_writes_the_dead_runs_report_first(tmp_path):
+    _pytest(tmp_path, "segfault", "-n", "0")
+    run = _pytest(tmp_path, "slow", "-n", "0", "-k", "test_invalid_k_raises")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "the previous run into" in run.stdout
+    dead = json.loads((tmp_path / "r" / "incomplete-run" / "report.json").read_text())
+    assert dead["verdict"] == "INCOMPLETE" and dead["summary"]["crashed"] == 1
+    assert _report(tmp_path)["verdict"] == "PASS"
+
+
+def test_a_hang_is_timed_out_with_its_stack_and_the_run_goes_on(tmp_path):
+    start = time.monotonic()
+    run = _pytest(tmp_path, "hang", "-n", "2", "--test-timeout", "5")
+    assert time.monotonic() - start < 120
+    assert run.returncode == 1, run.stdout[-3000:]
+    report = _report(tmp_path)
+    _one_outcome_each(report)
+    assert report["summary"]["timed-out"] == 1 and report["summary"]["not-run"] == 0
+    hung = next(r for r in report["results"] if r["outcome"] == "timed-out")
+    assert "5" in hung["reason"] and "in hang" in hung["notes"]["stack"]
+    assert report["verdict"] == "FAIL"
+
+
+def test_ctrl_c_writes_the_report_with_the_rest_not_run(tmp_path):
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", TOPK, *SELECT,
+           "--no-builtins", "--impl=topk=planted.run_breakers:hang", "-n", "0",
+           f"--report={tmp_path / 'r'}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    marker = tmp_path / "hang.done"
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), "the planted hang was never reached"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out[-3000:]
+    report = _report(tmp_path)
+    _one_outcome_each(report)
+    assert report["summary"]["not-run"] > 0 and report["summary"]["passed"] > 0
+    assert report["verdict"] == "INCOMPLETE" and report["exit_status"] == 2
+    assert "torch-conformance verdict: INCOMPLETE" in out
+
+
+@pytest.mark.parametrize("allow", [False, True], ids=["budget", "allow-partial"])
+def test_a_time_budget_leaves_tests_not_run(tmp_path, allow):
+    run = _pytest(tmp_path, "slow", "-n", "0", "--time-budget", "3",
+                  *(["--allow-partial"] if allow else []))
+    report = _report(tmp_path)
+    _one_outcome_each(report)
+    s = report["summary"]
+    assert s["not-run"] > 0 and s["skipped"] == 0
+    assert not any(s[o] for o in BAD)
+    if allow:
+        assert run.returncode == 0 and report["verdict"] == "PASS"
+    else:
+        assert run.returncode == 2 and report["verdict"] == "INCOMPLETE"
+        _shows_everywhere(tmp_path, "INCOMPLETE")

@@ -5,4 +5,4 @@ sub-package per feature area (``conformance/<area>/test_*.py``).
 """
 
 __version__ = "0.1.0"
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2  # 2: collected, verdict, exit_status; crashed, timed-out, not-run

@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from conformance.harness.profiles import apply_profile
 from conformance.harness.runstate import PROFILES, STATE, RunState
 from conformance.harness.versions import installed_version
 from conformance.report.collect import Collector
-from conformance.run import collection, deadline, schedule, sharding, verdicts
+from conformance.run import collection, deadline, schedule, sharding, verdicts, watchdog
 from conformance.run.accounting import Accounting
 from conformance.run.keys import COLLECTOR
 
@@ -61,6 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "every failed check into DIR")
     sharding.addoption(group)
     deadline.addoption(group)
+    watchdog.addoption(group)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -85,10 +87,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.xmlpath = str(state.report_dir / "junit.xml")
     if hasattr(config, "workerinput"):
         memo.attach(config.workerinput.get("conformance_memo_dir"))
+        folder = Path(config.workerinput["conformance_run_folder"])
+        worker = config.workerinput.get("workerid", "gw")
     else:
         memo.start()
-        config.pluginmanager.register(Accounting(config, state, config.stash[COLLECTOR]),
-                                      "torch-conformance-accounting")
+        accounting = Accounting(config, state, config.stash[COLLECTOR])
+        config.pluginmanager.register(accounting, "torch-conformance-accounting")
+        folder, worker = accounting.folder, "main"
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        config.pluginmanager.register(watchdog.Watchdog(config, state, folder, worker),
+                                      "torch-conformance-watchdog")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -96,12 +104,14 @@ def pytest_configure_node(node: Any) -> None:
     """xdist: hand the controller's seed and memo directory to every worker."""
     node.workerinput["conformance_seed"] = node.config.stash[STATE].seed
     node.workerinput["conformance_memo_dir"] = memo.directory()
+    accounting = node.config.pluginmanager.get_plugin("torch-conformance-accounting")
+    node.workerinput["conformance_run_folder"] = str(accounting.folder)
     deadline.configure_node(node)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    deadline.check(item)  # --time-budget: past it, the test is skipped for time
+    deadline.check(item)  # --time-budget: past it, the test is not run
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,5 +1,6 @@
 """--time-budget (conformance/run/deadline.py): past the budget no test starts, the rest are
-reported skipped with the reason, the report is still written; a bad value is a usage error."""
+reported with the reason (not-run in the report: tests/test_honest_verdicts.py), the report
+is still written; a bad value is a usage error."""
 
 from __future__ import annotations
 

@@ -6,17 +6,17 @@ a lent GPU's window (8 minutes of wall time on one H200), and its CPU rehearsal.
 
 Stages run in order of value, each in its own process group under its own budget: pytest
 gets ``--time-budget`` (the budget less a margin for start-up and the report), so a stage
-that runs long stops starting tests, reports the rest as skipped for time and still writes
+that runs long stops starting tests, reports the rest not-run (time budget) and still writes
 its report; a stage that overruns its whole budget is killed and recorded as such. What
 earlier stages produced is never lost. Afterwards the stage reports are merged into one
 (``conformance.report.merge``) and OUT receives at most eight files (the device tool brings back
-eight): README.md (what ran, failed, was skipped for time; the benchmark ratios against their
+eight): README.md (what ran, failed, was not run for time; the benchmark ratios against their
 targets), report.json, summary.md, report.html, junit.xml, benchmark.json, environment.txt
 and stages.tar.gz (every stage's own report and log).
 
 The dry run replaces the GPU by the CPU: every pytest stage runs its selection on the CPU with
 a budget of a few seconds (collection, the time-budget path, the reports and the merge are
-exercised; almost every test is skipped for time), the benchmark runs at a tiny size on the
+exercised; almost every test is not run, for time), the benchmark runs at a tiny size on the
 CPU, and the summary is written as for a real run. Packing the CuTe DSL stack is rehearsed by
 ``ci/gpu-carry.sh --check``.
 """
@@ -156,7 +156,8 @@ def run_stage(stage: Stage, work: Path, dry_run: bool) -> StageResult:
         res.status = "ok" if rc == 0 and Path(res.report).is_file() else "error"
     else:
         res.counts, res.skipped_for_time = _counts(Path(res.report))
-        res.status = {0: "ok", 1: "tests failed"}.get(rc, "error") if res.counts else "error"
+        res.status = {0: "ok", 1: "tests failed", 2: "incomplete (not every test ran)"}.get(
+            rc, "error") if res.counts else "error"
     return res
 
 
@@ -165,7 +166,7 @@ def _counts(report_dir: Path) -> tuple[dict[str, int], int]:
     if not path.is_file():
         return {}, 0
     data = json.loads(path.read_text())
-    timed_out = sum(1 for r in data["results"] if r["outcome"] == "skipped"
+    timed_out = sum(1 for r in data["results"] if r["outcome"] == "not-run"
                     and "time budget spent" in (r.get("reason") or ""))
     return dict(data["summary"]), timed_out
 

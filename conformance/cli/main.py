@@ -6,9 +6,10 @@
     torch-conformance selftest [--module M] [--area A] [--json OUT]
     torch-conformance releases OUT [-o FILE]
     torch-conformance isolate [--device D] [--env K=V] [--isolated] MODULE:FUNCTION ARGS
+    torch-conformance report DIR
 
-Exit status: 0 fine; 1 regressions (diff) or a surviving fault (selftest); 4 a usage
-error (one line on stderr).
+Exit status: 0 fine; 1 regressions (diff), a surviving fault (selftest) or a FAIL verdict
+(report); 2 an INCOMPLETE verdict (report); 4 a usage error (one line on stderr).
 """
 
 from __future__ import annotations
@@ -128,6 +129,24 @@ def _releases(opts: argparse.Namespace) -> int:
     return 1 if red else 0
 
 
+def _report(opts: argparse.Namespace) -> int:
+    from conformance.run.journal import FILE, FOLDER, rebuild
+
+    folder = Path(opts.dir)
+    if not (folder / FOLDER / FILE).exists():
+        raise UsageError(f"report: {folder} holds no journal ({FOLDER}/{FILE}): give the "
+                         "--report DIR of a run")
+    report = rebuild(folder)
+    s = report["summary"]
+    counts = ", ".join(f"{n} {o}" for o, n in s.items() if n)
+    print(f"{folder}: verdict {report['verdict']} ({report['collected']} collected: {counts})")
+    for r in report["results"]:
+        if r["outcome"] in ("crashed", "timed-out"):
+            print(f"  {r['outcome']}: {r['nodeid']}: {r['reason']}")
+    print(f"wrote {folder / 'report.json'}, {folder / 'summary.md'}, {folder / 'report.html'}")
+    return {"PASS": 0, "FAIL": 1}.get(report["verdict"], 2)
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="torch-conformance", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -175,6 +194,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("out", help="ci/release-matrix.sh's output directory (OUT/<release>/)")
     r.add_argument("-o", "--output", help="the Markdown table (default OUT/release-matrix.md)")
     r.set_defaults(run=_releases)
+    rp = sub.add_parser("report", help="write a run's report from its journal (a run that "
+                                       "died: a crash with -n 0, a killed job)")
+    rp.add_argument("dir", help="the run's --report DIR")
+    rp.set_defaults(run=_report)
     sub.add_parser("isolate", add_help=False,
                    help="rerun an isolated case in the foreground (its own --help)")
     return p

@@ -47,6 +47,7 @@ class AreaSpec:
     builtins: tuple[str, ...]
     features: frozenset[str] = frozenset()
     limits: frozenset[str] = frozenset()
+    timeout_s: float | None = None  # the per-test watchdog under the ci profile
 
     @property
     def vocabulary(self) -> Vocabulary:
@@ -275,7 +276,8 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
 
     areas = {
         name: AreaSpec(name, a["description"], tuple(a["dtypes"]), tuple(a["builtins"]),
-                       frozenset(a.get("features", ())), frozenset(a.get("limits", ())))
+                       frozenset(a.get("features", ())), frozenset(a.get("limits", ())),
+                       a.get("timeout_s"))
         for name, a in data["areas"].items()
     }
     devices = {}

@@ -35,6 +35,7 @@ class RunState:
     emulated: bool = False
     shard: dict[str, Any] | None = None
     repro_dir: Path | None = None
+    allow_partial: bool = False
 
     @classmethod
     def from_options(cls, opt: Any, seed_from_controller: int | None = None) -> RunState:
@@ -75,6 +76,7 @@ class RunState:
             emulated=bool(getattr(opt, "conformance_emulated", False)),
             repro_dir=(Path(opt.conformance_repro_dir).resolve()
                        if getattr(opt, "conformance_repro_dir", None) else None),
+            allow_partial=bool(getattr(opt, "conformance_allow_partial", False)),
         )
 
     def repro_args(self, impl_spec: str | None = None, impl_area: str | None = None) -> list[str]:
@@ -120,6 +122,7 @@ class RunState:
             "matrix": str(self.matrix.path),
             "matrix_sha256": hashlib.sha256(self.matrix.path.read_bytes()).hexdigest(),
             "shard": self.shard,
+            "allow_partial": self.allow_partial,
             "impl_options": self.impl_options,
             "implementations": [
                 {"area": i.area, "name": i.name, "spec": i.spec, "origin": i.origin,

@@ -1,4 +1,4 @@
-"""The GPU campaign's README.md: what ran, what failed, what was skipped for time, and the
+"""The GPU campaign's README.md: what ran, what failed, what was not run for time, and the
 benchmark ratios against the targets the project states for them."""
 
 from __future__ import annotations
@@ -103,14 +103,17 @@ def render(results: list[Any], out: Path, dry_run: bool, wall_s: float, problems
              f"{sum(r.budget_s for r in results)} s). The environment is in environment.txt; "
              "the merged report in report.json, summary.md, report.html and junit.xml; each "
              "stage's own report and log in stages.tar.gz.", "",
-             "| stage | budget s | wall s | status | passed | failed | xfail | unsupported | "
-             "skipped | of them for time |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| stage | budget s | wall s | status | passed | failed | crashed / timed out "
+             "| xfail | unsupported | skipped | not run | of them for time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         c = r.counts
+        broke = c.get("crashed", 0) + c.get("timed-out", 0) if c else "-"
         lines.append(f"| {r.name} | {r.budget_s} | {r.wall_s:.0f} | {r.status} | "
-                     f"{c.get('passed', '-')} | {c.get('failed', '-')} | "
+                     f"{c.get('passed', '-')} | {c.get('failed', '-')} | {broke} | "
                      f"{c.get('expected-fail', '-')} | {c.get('unsupported', '-')} | "
-                     f"{c.get('skipped', '-')} | {r.skipped_for_time if c else '-'} |")
+                     f"{c.get('skipped', '-')} | {c.get('not-run', '-')} | "
+                     f"{r.skipped_for_time if c else '-'} |")
     lines += ["", "What each stage is for:", ""]
     lines += [f"- **{r.name}**: {r.purpose}" for r in results]
     lines += ["", "## Failures", "", *_failures(out), "", "## Benchmark", "",

@@ -16,11 +16,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import REPORT_SCHEMA_VERSION, __version__
-from conformance.harness.outcomes import OUTCOMES, SKIPPED_TAG, UNSUPPORTED_TAG
+from conformance.harness.outcomes import (
+    NOT_RUN_TAG,
+    OUTCOMES,
+    RAN_OUTCOMES,
+    SKIPPED_TAG,
+    UNSUPPORTED_TAG,
+    verdict,
+)
 
 META_KEY = "conformance_meta"
 RECORD_KEY = "conformance_record"
 REASON_KEY = "conformance_reason"  # a failure's one-line reason, when the harness set it
+CRASH_KEY = "conformance_crash"  # a dead process: {"outcome", "reason", "stack"}
+PENDING = "pending"  # a test whose setup reported but whose verdict has not come (yet)
 
 
 def _skip_reason(report: Any) -> str:
@@ -41,6 +50,11 @@ def _failure_text(report: Any) -> str:
 def classify(report: Any) -> tuple[str, str] | None:
     """(outcome, reason) concluded from one phase's TestReport, or None if it concludes
     nothing (a passing setup or teardown)."""
+    crash = _user_property(report, CRASH_KEY)
+    if crash is not None:
+        return crash["outcome"], crash["reason"]
+    if report.when not in ("setup", "call", "teardown") and report.failed:
+        return "crashed", _failure_text(report)  # xdist's report of a lost worker
     wasxfail = getattr(report, "wasxfail", None)
     if report.when == "call":
         if report.passed:
@@ -58,6 +72,8 @@ def classify(report: Any) -> tuple[str, str] | None:
         reason = _skip_reason(report)
         if reason.startswith(UNSUPPORTED_TAG):
             return "unsupported", reason[len(UNSUPPORTED_TAG):].strip()
+        if reason.startswith(NOT_RUN_TAG):
+            return "not-run", reason[len(NOT_RUN_TAG):].strip()
         return "skipped", reason.removeprefix(SKIPPED_TAG).strip()
     if report.failed:
         return "error", f"{report.when}: {_failure_text(report)}"
@@ -67,7 +83,7 @@ def classify(report: Any) -> tuple[str, str] | None:
 def _user_property(report: Any, key: str) -> Any:
     for name, value in getattr(report, "user_properties", ()):
         if name == key:
-            decode = key in (META_KEY, RECORD_KEY) and isinstance(value, str)
+            decode = key in (META_KEY, RECORD_KEY, CRASH_KEY) and isinstance(value, str)
             return json.loads(value) if decode else value
     return None
 
@@ -81,6 +97,7 @@ class Entry:
     duration: float = 0.0
     record: dict[str, Any] | None = None
     worker: str | None = None
+    stack: str | None = None  # a crashed or timed-out test's stack (faulthandler's dump)
 
     def to_json(self) -> dict[str, Any]:
         checks = (self.record or {}).get("checks", [])
@@ -99,15 +116,16 @@ class Entry:
             "duration_s": round(self.duration, 4),
             "worker": self.worker,
             "checks": checks,
-            "notes": (self.record or {}).get("notes", {}),
+            "notes": {**(self.record or {}).get("notes", {}),
+                      **({"stack": self.stack} if self.stack else {})},
             "tolerance_factor": (self.record or {}).get("tolerance_factor", 1.0),
             "reproduce": (self.record or {}).get("reproduce") or self.meta.get("reproduce"),
             "repro_script": (self.record or {}).get("repro_script"),
         }
 
 
-_PRECEDENCE = {"error": 3, "failed": 2, "unexpected-pass": 2}
-RAN = ("passed", "failed", "error", "expected-fail", "unexpected-pass")
+_PRECEDENCE = {"crashed": 4, "timed-out": 4, "error": 3, "failed": 2, "unexpected-pass": 2}
+RAN = RAN_OUTCOMES
 
 
 def _generic(reason: str) -> str:
@@ -117,25 +135,34 @@ def _generic(reason: str) -> str:
 
 @dataclass
 class Collector:
+    """Every conformance test's outcome, from its phases' reports. ``collected`` (test id ->
+    metadata) is the run's collection: ``finalize`` gives each collected test that has no
+    verdict the outcome not-run, so that every collected test ends with exactly one."""
+
     entries: dict[str, Entry] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    collected: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, report: Any) -> None:
+        entry = self.entries.get(report.nodeid)
         meta = _user_property(report, META_KEY)
+        if meta is None:  # a lost worker's report carries none: the test's own, if known
+            meta = entry.meta if entry is not None else self.collected.get(report.nodeid)
         if meta is None:
             return  # not a conformance test
         verdict = classify(report)
-        entry = self.entries.get(report.nodeid)
         if entry is None:
-            if verdict is None:
-                verdict = ("passed", "")  # provisional until the call phase reports
-            entry = Entry(report.nodeid, *verdict, meta=meta)
+            entry = Entry(report.nodeid, *(verdict or (PENDING, "")), meta=meta)
             self.entries[report.nodeid] = entry
         elif verdict is not None and (
-            report.when == "call"
+            (report.when == "call" and entry.outcome not in ("crashed", "timed-out"))
             or _PRECEDENCE.get(verdict[0], 0) > _PRECEDENCE.get(entry.outcome, 0)
+            or entry.outcome == PENDING
         ):
             entry.outcome, entry.reason = verdict
+        crash = _user_property(report, CRASH_KEY)
+        if crash is not None and crash.get("stack"):
+            entry.stack = crash["stack"]
         entry.duration += float(getattr(report, "duration", 0.0) or 0.0)
         record = _user_property(report, RECORD_KEY)
         if record is not None:
@@ -143,8 +170,23 @@ class Collector:
         worker = getattr(getattr(report, "node", None), "workerid", None)
         entry.worker = worker or _user_property(report, "conformance_worker") or entry.worker
 
+    def finalize(self, why: str) -> int:
+        """Every collected test without a verdict becomes not-run (``why``: interrupted,
+        past the time budget, the run died); returns how many."""
+        n = 0
+        for nodeid, meta in self.collected.items():
+            if nodeid not in self.entries:
+                self.entries[nodeid] = Entry(nodeid, "not-run", why, meta=meta)
+                n += 1
+        for e in self.entries.values():
+            if e.outcome == PENDING:
+                e.outcome, e.reason = "not-run", f"started, never finished: {why}"
+                n += 1
+        return n
+
     def counts(self) -> dict[str, int]:
-        c = Counter(e.outcome for e in self.entries.values())
+        c = Counter("not-run" if e.outcome == PENDING else e.outcome
+                    for e in self.entries.values())
         return {o: c.get(o, 0) for o in OUTCOMES}
 
     def by_area(self) -> dict[str, dict[str, dict[str, Any]]]:
@@ -155,11 +197,12 @@ class Collector:
             row = out.setdefault(e.meta.get("area") or "-", {}).setdefault(
                 e.meta.get("impl") or "-",
                 {**{o: 0 for o in OUTCOMES}, "ran": 0, "not_run": {}, "worst_margin": None})
-            row[e.outcome] += 1
-            if e.outcome in RAN:
+            outcome = "not-run" if e.outcome == PENDING else e.outcome
+            row[outcome] += 1
+            if outcome in RAN:
                 row["ran"] += 1
             else:
-                key = f"{e.outcome}: {_generic(e.reason)}"
+                key = f"{outcome}: {_generic(e.reason)}"
                 row["not_run"][key] = row["not_run"].get(key, 0) + 1
             margin = e.to_json()["worst_margin"]
             if e.outcome == "expected-fail" or margin is None:
@@ -218,6 +261,9 @@ def _count_entry_uses(entries: list[dict[str, Any]], results: list[Entry]) -> li
 def build_report(
     collector: Collector, environment: dict[str, Any], run: dict[str, Any]
 ) -> dict[str, Any]:
+    """The report of a finished (or finalized) collection. Its ``verdict`` is the counts'
+    (``outcomes.verdict``, ``run["allow_partial"]``); the caller may make it FAIL (a vacuous
+    run) and sets ``exit_status``."""
     to_narrow = _count_entry_uses(run.get("matrix_entries", []),
                                   list(collector.entries.values()))
     collector.warnings.extend(w for w in to_narrow if w not in collector.warnings)
@@ -229,6 +275,9 @@ def build_report(
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "run": run,
         "environment": environment,
+        "collected": len(collector.entries),
+        "verdict": verdict(collector.counts(), bool(run.get("allow_partial"))),
+        "exit_status": None,
         "summary": collector.counts(),
         "areas": collector.by_area(),
         "warnings": list(collector.warnings),

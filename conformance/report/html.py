@@ -21,7 +21,11 @@ _ENTRY = re.compile(r"^matrix (expected_failures\[\d+\]): ")
 
 
 def verdict(report: dict[str, Any]) -> str:
-    """PASS, or FAIL when a check failed, errored, passed unexpectedly or a run was vacuous."""
+    """The report's verdict (PASS, FAIL or INCOMPLETE); for a report from before verdicts
+    were recorded: FAIL when a check failed, errored, passed unexpectedly or a run was
+    vacuous, else PASS."""
+    if report.get("verdict"):
+        return str(report["verdict"])
     bad = sum(report["summary"].get(o, 0) for o in BAD)
     return "FAIL" if bad or report.get("vacuous") else "PASS"
 
@@ -58,7 +62,7 @@ def _environment(report: dict[str, Any]) -> list[tuple[str, str]]:
 def _outcome_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [{"area": area, "impl": impl, **row}
             for area, impls in report["areas"].items() for impl, row in impls.items()]
-    rows.sort(key=lambda r: (-sum(r[o] for o in BAD), r["area"], r["impl"]))
+    rows.sort(key=lambda r: (-sum(r.get(o, 0) for o in BAD), r["area"], r["impl"]))
     return rows
 
 

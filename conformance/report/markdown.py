@@ -37,6 +37,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         "# torch-conformance report",
         "",
+        f"- verdict: **{report.get('verdict', '?')}** ({report.get('collected', '?')} "
+        f"collected; exit status {report.get('exit_status')})"
+        + ("; written from the journal of a run that died"
+           if (report.get("journal") or {}).get("rebuilt") else ""),
         f"- device: **{dev['torch_device']}** ({dev['name']}; matrix key `{dev['matrix_key']}`)",
         f"- torch {env['torch']}, CUDA {env['cuda']}, HIP {env['hip']}, "
         f"Python {env['python']}, BLAS {env['blas'].get('BLAS_INFO', '?')}",
@@ -58,20 +62,22 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## By area and implementation",
         "",
-        "| area | implementation | passed | failed | error | xfail | xpass | unsupported "
-        "| skipped | worst margin |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| area | implementation | passed | failed | error | crashed | timed out | xfail "
+        "| xpass | unsupported | skipped | not run | worst margin |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for area, impls in sorted(report["areas"].items()):
         for impl, row in sorted(impls.items()):
             lines.append(
                 f"| {area} | `{impl}` | {row['passed']} | {row['failed']} | {row['error']} | "
+                f"{row.get('crashed', 0)} | {row.get('timed-out', 0)} | "
                 f"{row['expected-fail']} | {row['unexpected-pass']} | {row['unsupported']} | "
-                f"{row['skipped']} | {_margin(row['worst_margin'])} |"
+                f"{row['skipped']} | {row.get('not-run', 0)} | {_margin(row['worst_margin'])} |"
             )
     sections = [
-        ("Failures", ("failed", "error", "unexpected-pass")),
+        ("Failures", ("crashed", "timed-out", "failed", "error", "unexpected-pass")),
         ("Expected failures", ("expected-fail",)),
+        ("Not run (the run is incomplete)", ("not-run",)),
         ("Unsupported (by design)", ("unsupported",)),
         ("Skipped (missing hardware or package)", ("skipped",)),
     ]
@@ -80,15 +86,18 @@ def render_markdown(report: dict[str, Any]) -> str:
         if not rows:
             continue
         lines += ["", f"## {title} ({len(rows)})", ""]
-        if outcomes[0] in ("unsupported", "skipped"):
+        if outcomes[0] in ("unsupported", "skipped", "not-run"):
             lines += _grouped_by_reason(rows)
             continue
         for r in rows[:200]:
             lines.append(f"- `{r['nodeid']}`: {r['reason']}")
-            if r["outcome"] in ("failed", "error") and r.get("reproduce"):
+            if r["outcome"] != "expected-fail" and r.get("reproduce"):
                 lines.append(f"  - reproduce: `{r['reproduce']}`")
             if r.get("repro_script"):
                 lines.append(f"  - standalone reproducer: `{r['repro_script']}`")
+            stack = (r.get("notes") or {}).get("stack")
+            if stack:
+                lines += ["", "  ```", *(f"  {s}" for s in stack.splitlines()[:20]), "  ```"]
         if len(rows) > 200:
             lines.append(f"- ... and {len(rows) - 200} more (see report.json)")
     entries = report["run"].get("matrix_entries") or []

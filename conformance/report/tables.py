@@ -8,7 +8,8 @@ from typing import Any
 
 # notes kept in report.json only (long per-case lists)
 BULKY_NOTES = ("outcomes", "isolated", "accepted", "refused", "dynamic_dims",
-               "max_abs_vs_eager", "build_seconds", "artefact_kind")  # export: its table
+               "max_abs_vs_eager", "build_seconds", "artefact_kind",
+               "stack")  # a crashed or timed-out test's: under Failures  # export: its table
 KIND_ORDER = ("n", "-n-1", "-1", "huge", "int32_max", "int64_min")  # then the ops' own
 _MARK = {"passed": "", "failed": " FAILED", "error": " ERROR", "expected-fail": " xfail",
          "unexpected-pass": " XPASS", "unsupported": " n/a", "skipped": " skipped"}

@@ -1,18 +1,28 @@
-"""Controller-side accounting: every test's outcome and record, the terminal summary
-(per implementation: how many checks ran, why the rest did not), vacuous runs, the report."""
+"""Controller-side accounting: every test's outcome and record, one outcome per collected
+test (crashed workers, the rest not-run), the run's verdict and exit status, the journal,
+the terminal summary (per implementation: how many checks ran, why the rest did not),
+vacuous runs, the report."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
 import threading
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conformance.harness.outcomes import OUTCOMES
+from conformance.harness.outcomes import BAD_OUTCOMES, OUTCOMES
 from conformance.harness.runstate import RunState
-from conformance.report.collect import Collector, build_report, entries_to_narrow
+from conformance.report.collect import CRASH_KEY, Collector, build_report, entries_to_narrow
 from conformance.report.write import write_report
+from conformance.run import journal, junit
+from conformance.run.watchdog import MANIFEST, crash_file, read_crash
+
+EXIT_OF = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 2}  # pytest's: tests failed / interrupted
 
 NOT_RUN_SHOWN = 5  # reasons listed per plugged-in implementation in the terminal summary
 
@@ -29,6 +39,33 @@ class Accounting:
         self.state = state
         self.collector = collector
         self._plots: tuple[threading.Thread, dict[str, Any]] | None = None
+        self.recovered: Path | None = None
+        self.journal: journal.Journal | None = None
+        self.environment: dict[str, Any] | None = None
+        self.report: dict[str, Any] | None = None
+        if state.report_dir is not None:  # the journal lives with the report
+            self.recovered = journal.recover(state.report_dir)
+            self.folder = state.report_dir / journal.FOLDER
+            self._temporary = False
+        else:  # the crash files and the manifest only
+            self.folder = Path(tempfile.mkdtemp(prefix="torch-conformance-run-"))
+            self._temporary = True
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.state.report_dir is None:
+            return
+        from conformance.harness.probe import environment
+
+        self.environment = environment(self.state.device)
+        self.journal = journal.Journal(self.folder)
+        self.journal.write({"e": "header", "environment": self.environment,
+                            "run": self.state.run_info()})
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if self.recovered is None:
+            return []
+        return [f"torch-conformance: the previous run into {self.state.report_dir} died "
+                f"before it finished: its report (from its journal) is in {self.recovered}"]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
@@ -40,6 +77,35 @@ class Accounting:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.collector.add(report)
+        if self.journal is not None:
+            self.journal.report(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
+        """xdist lost the worker running ``crashitem``: what its crash file says (a signal
+        or the watchdog, with the stack) goes into the report, which xdist then logs."""
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        crash = read_crash(crash_file(self.folder, worker.id)) if worker is not None else None
+        if crash is None or crash["nodeid"] != crashitem:
+            crash = {"outcome": "crashed", "stack": "",
+                     "reason": f"crashed: {report.longrepr} (no crash file named the test)"}
+        report.user_properties.append((CRASH_KEY, json.dumps(crash)))
+        report.longrepr = f"{crash['reason']}\n{crash['stack']}"
+
+    def _collected(self) -> dict[str, dict[str, Any]]:
+        path = self.folder / MANIFEST
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _why_not_run(self, session: pytest.Session) -> str:
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            return "the run was interrupted before it ran them"
+        if self.config.getoption("conformance_time_budget", None):
+            return (f"not started: --time-budget {self.config.getoption('conformance_time_budget')}"
+                    " s was spent")
+        return "the run ended before it ran them (--maxfail / -x, or its workers were lost)"
 
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
         if issubclass(warning_message.category, MatrixWarning):
@@ -66,24 +132,48 @@ class Accounting:
                          "tests nothing)")
         return lines
 
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.config.option.collectonly:
+            self._close()
+            return
+        self.collector.collected = self._collected()
+        not_run = [n for n in self.collector.collected if n not in self.collector.entries]
+        self.collector.finalize(self._why_not_run(session))
+        junit.add_not_run(self.config, [self.collector.entries[n] for n in not_run])
         # a shard may hold none of an implementation's tests: merge judges the whole run
         if self.vacuous() and session.exitstatus == 0 and self.state.shard is None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self.state.report_dir is None:
-            return
-        from conformance.harness.probe import environment
+        if self.environment is None and self.state.report_dir is not None:
+            from conformance.harness.probe import environment
 
-        report = build_report(self.collector, environment(self.state.device),
-                              self.state.run_info())
+            self.environment = environment(self.state.device)
+        report = build_report(self.collector, self.environment or {}, self.state.run_info())
         report["vacuous"] = self.vacuous()
+        if report["vacuous"] and self.state.shard is None and report["verdict"] == "PASS":
+            report["verdict"] = "FAIL"
+        if session.exitstatus == 0 and report["verdict"] != "PASS":
+            session.exitstatus = EXIT_OF[report["verdict"]]
+        report["exit_status"] = int(session.exitstatus)
         report["areas_without_implementations"] = self.areas_without_impls()
+        self.report = report
+        junit.add_verdict(self.config, report["verdict"], report["collected"])
+        if self.state.report_dir is None:
+            self._close()
+            return
         plots = None
         if self._plots is not None:
             thread, box = self._plots
             thread.join()
             plots = box.get("svgs")  # None (drawn again, in the foreground) if it failed
         write_report(self.state.report_dir, report, plots=plots)
+        self._close()
+
+    def _close(self) -> None:
+        if self.journal is not None:
+            self.journal.close(finished=True)
+        if self._temporary:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def areas_without_impls(self) -> list[str]:
         return [a for a in self.state.matrix.areas if not self.state.registry.for_area(a)]
@@ -113,9 +203,10 @@ class Accounting:
                 shown = "-" if margin is None else f"{margin:.3g}"
                 tr.write_line(
                     f"  {area:<8} {impl:<24} ran {row['ran']:>4}  passed {row['passed']:>4}  "
-                    f"failed {row['failed'] + row['error']:>3}  "
+                    f"failed {sum(row[o] for o in BAD_OUTCOMES if o != 'unexpected-pass'):>3}  "
                     f"xfail {row['expected-fail']:>3}  unsupported {row['unsupported']:>4}  "
-                    f"skipped {row['skipped']:>3}  worst margin {shown}")
+                    f"skipped {row['skipped']:>3}  worst margin {shown}"
+                    + (f"  NOT RUN {row['not-run']}" if row["not-run"] else ""))
                 if impl in plugged:  # a user's implementation: why the rest did not run
                     for reason, n in list(row["not_run"].items())[:NOT_RUN_SHOWN]:
                         tr.write_line(f"      not run: {n} {reason}")
@@ -124,10 +215,21 @@ class Accounting:
                           f"failure{'s' if n > 1 else ''} passed past the releases it was "
                           f"measured on (counted as passed); narrow its versions to {gate}",
                           yellow=True)
+        if self.report is not None:
+            self._write_verdict(tr)
         if self.state.report_dir is not None:
             tr.write_line(f"report: {self.state.report_dir / 'report.json'}, "
                           f"{self.state.report_dir / 'report.html'}, "
                           f"{self.state.report_dir / 'summary.md'}, {self.config.option.xmlpath}")
+
+
+    def _write_verdict(self, tr: Any) -> None:
+        report = self.report
+        counts = ", ".join(f"{n} {o}" for o, n in report["summary"].items() if n)
+        colour = {"PASS": {"green": True}, "FAIL": {"red": True},
+                  "INCOMPLETE": {"yellow": True}}[report["verdict"]]
+        tr.write_line(f"torch-conformance verdict: {report['verdict']} "
+                      f"({report['collected']} collected: {counts})", bold=True, **colour)
 
 
 def _draw_in_background(results: list[dict[str, Any]]) -> tuple[threading.Thread, dict[str, Any]]:

@@ -1,8 +1,9 @@
 """``--time-budget SECONDS``: stop starting tests once the run has used its budget.
 
-Tests not yet started when the budget is spent are reported as skipped with the reason (never
-as passed), so a run that must fit a fixed window (a lent GPU's minutes, a CI job's limit)
-still ends cleanly and writes its report. The clock starts when the controller configures;
+Tests not yet started when the budget is spent are reported not-run with the reason (never
+as passed or skipped), so a run that must fit a fixed window (a lent GPU's minutes, a CI
+job's limit) still ends cleanly and writes its report; its verdict is INCOMPLETE unless
+``--allow-partial`` accepts a partial run. The clock starts when the controller configures;
 xdist workers receive the controller's absolute deadline, so every worker stops at the same
 moment. A test that has started runs to its end: the budget bounds when the last test starts,
 not when it finishes.
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conformance.harness.outcomes import missing
+from conformance.harness.outcomes import not_run
 
 DEADLINE = pytest.StashKey[float]()
 
@@ -24,7 +25,12 @@ def addoption(group: Any) -> None:
     group.addoption("--time-budget", dest="conformance_time_budget", default=None,
                     metavar="SECONDS",
                     help="start no test after SECONDS of the run; the rest are reported "
-                         "skipped for time (a fixed window: a lent GPU, a CI job)")
+                         "not-run and the run is INCOMPLETE (a fixed window: a lent GPU, a "
+                         "CI job)")
+    group.addoption("--allow-partial", dest="conformance_allow_partial", action="store_true",
+                    default=False,
+                    help="a run with tests not run (--time-budget) can still PASS; they "
+                         "are counted not-run")
 
 
 def parse(value: str | None) -> float | None:
@@ -56,9 +62,9 @@ def configure_node(node: Any) -> None:
 
 
 def check(item: pytest.Item) -> None:
-    """Skip ``item`` (reported skipped, with the reason) if the budget is spent."""
+    """Leave ``item`` out (reported not-run, with the reason) if the budget is spent."""
     deadline = item.config.stash.get(DEADLINE, None)
     if deadline is not None and time.time() > deadline:
         budget = item.config.getoption("conformance_time_budget")
-        missing(f"time budget spent: the run starts no test after --time-budget {budget} s; "
+        not_run(f"time budget spent: the run starts no test after --time-budget {budget} s; "
                 "this one was not run")

@@ -91,6 +91,23 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return self._scope_of.get(nodeid) or nodeid
 
+        def remove_node(self, node: Any) -> str | None:
+            """A worker left: the test it was running (crashed, or stopped by the
+            watchdog) has its verdict and is not handed to another worker (xdist's scope
+            scheduler would run it again); its other pending tests are."""
+            workload = self.assigned_work.pop(node)
+            pending = [(unit, nodeid) for unit in workload.values()
+                       for nodeid, done in unit.items() if not done]
+            if not pending:
+                return None
+            unit, crashitem = pending[0]
+            unit[crashitem] = True
+            self.workqueue.update({scope: u for scope, u in workload.items()
+                                   if not all(u.values())})
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashitem
+
         def _assign_work_unit(self, node: Any) -> None:
             if not self._ordered:  # the queue is complete by the first assignment
                 self._ordered = True

@@ -9,6 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tests.conftest import SUITE
+
 pytestmark = pytest.mark.harness_only  # no torch behaviour: newest torch only in CI
 
 DEMO = Path(__file__).parent / "demo"
@@ -182,7 +184,7 @@ def test_unmatched_matrix_entries_are_reported_under_xdist(suite):
 
 
 def test_areas_missing_from_a_matrix_are_unsupported(suite):
-    run = suite(str(Path(__file__).parents[1] / "conformance" / "topk"), MATRIX,
+    run = suite(str(SUITE / "topk"), MATRIX,
                 "--device=cpu", "-n", "0", "-q", "-k", "test_k_extremes or test_random")
     assert run.returncode == 0, run.output[-2000:]
     assert run.report["summary"]["unsupported"] == 2

@@ -202,9 +202,9 @@ def test_foreground_command_round_trip():
     cmd = foreground_command(crashers.add, (1,), {"b": 2}, "cuda:0",
                              {"CUDA_LAUNCH_BLOCKING": "1"})
     words = shlex.split(cmd)
-    assert words[:6] == ["torch-conformance", "isolate", "--device=cuda:0",
+    assert words[:5] == ["torch-conformance", "isolate", "--device=cuda:0",
                          "--env=CUDA_LAUNCH_BLOCKING=1", f"{NAME}:add"]
-    assert ast.literal_eval(words[6]) == ((1,), {"b": 2})
+    assert ast.literal_eval(words[5]) == ((1,), {"b": 2})
     assert foreground_command(crashers.add, (object(),), {}, "cpu", None) is None
     assert foreground_command(crashers.add, (float("nan"),), {}, "cpu", None) is None
     assert foreground_command(lambda: 0, (), {}, "cpu", None) is None
@@ -217,7 +217,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_cli_foreground_runs_in_this_process():
     cmd = shlex.split(foreground_command(crashers.pid, (), {}, "cpu", {"K": "v"}))
-    proc = subprocess.Popen([sys.executable, *cmd[1:]], cwd=ROOT, stdout=subprocess.PIPE,
+    assert cmd[:2] == ["torch-conformance", "isolate"]
+    proc = subprocess.Popen([sys.executable, "-m", "conformance.cli", *cmd[1:]], cwd=ROOT,
+                            stdout=subprocess.PIPE,
                             text=True)
     stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0

@@ -20,7 +20,15 @@ from conformance.harness.profiles import apply_profile
 from conformance.harness.runstate import PROFILES, STATE, RunState
 from conformance.harness.versions import installed_version
 from conformance.report.collect import Collector
-from conformance.run import collection, deadline, schedule, sharding, verdicts, watchdog
+from conformance.run import (
+    collection,
+    deadline,
+    guards,
+    schedule,
+    sharding,
+    verdicts,
+    watchdog,
+)
 from conformance.run.accounting import Accounting
 from conformance.run.keys import COLLECTOR
 
@@ -71,6 +79,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(*features): implementation features a test needs")
     config.addinivalue_line("markers",
                             "conformance_no_impl: internal (an area with no implementation)")
+    misread = guards.misread_path_option(config)
+    if misread is not None:
+        raise pytest.UsageError(misread)
     worker_seed = getattr(config, "workerinput", {}).get("conformance_seed")
     try:
         state = RunState.from_options(config.option, worker_seed)

@@ -60,8 +60,11 @@ def test_outcome_accounting(suite):
         "test_missing_hardware[demo.good]": "skipped",
         "test_missing_hardware[demo.float64_only]": "skipped",
     }
-    assert report["summary"] == {"passed": 2, "failed": 1, "error": 0, "expected-fail": 1,
-                                 "unexpected-pass": 0, "unsupported": 20, "skipped": 2}
+    assert report["summary"] == {"passed": 2, "failed": 1, "error": 0, "crashed": 0,
+                                 "timed-out": 0, "expected-fail": 1, "unexpected-pass": 0,
+                                 "unsupported": 20, "skipped": 2, "not-run": 0}
+    assert report["collected"] == sum(report["summary"].values()) == len(report["results"])
+    assert report["verdict"] == "FAIL" and report["exit_status"] == 1
     by_id = {r["nodeid"].split("::")[1]: r for r in report["results"]}
     reasons = {k: v["reason"] for k, v in by_id.items()}
     assert "does not list dtype float64 for device 'cpu'" in reasons["test_pass[demo.good-float64]"]
@@ -81,7 +84,7 @@ def test_outcome_accounting(suite):
                for w in report["warnings"])
     assert "matches no collected test" in run.stdout  # also a pytest warning
     summary = (run.report_dir / "summary.md").read_text()
-    assert "| demo | `demo.good` | 2 | 1 | 0 | 1 | 0 | 8 | 1 | 2 |" in summary
+    assert "| demo | `demo.good` | 2 | 1 | 0 | 0 | 0 | 1 | 0 | 8 | 1 | 0 | 2 |" in summary
     junit = (run.report_dir / "junit.xml").read_text()
     assert "test_known_bug" in junit and "<failure" in junit
 

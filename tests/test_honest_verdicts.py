@@ -165,3 +165,20 @@ def test_a_time_budget_leaves_tests_not_run(tmp_path, allow):
     else:
         assert run.returncode == 2 and report["verdict"] == "INCOMPLETE"
         _shows_everywhere(tmp_path, "INCOMPLETE")
+
+
+def test_an_existing_report_directory_outside_the_project_is_not_a_test_path(tmp_path):
+    """pytest reads ``--report DIR`` (an existing DIR) as a test path before it knows the
+    option: the run would collect from DIR with no ini file. A one-line usage error says
+    to write ``--report=DIR``, which works."""
+    (tmp_path / "r").mkdir()
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "-k",
+           "test_invalid_k_raises"]
+    bad = subprocess.run([*cmd, "--report", str(tmp_path / "r")], cwd=SUITE.parents[1],
+                         env=_env(tmp_path), capture_output=True, text=True, check=False)
+    assert bad.returncode == 4
+    lines = [line for line in bad.stderr.splitlines() if line.startswith("ERROR")]
+    assert lines == [lines[0]] and f"write --report={tmp_path / 'r'}" in lines[0], bad.stderr
+    good = subprocess.run([*cmd, f"--report={tmp_path / 'r'}"], cwd=SUITE.parents[1],
+                          env=_env(tmp_path), capture_output=True, text=True, check=False)
+    assert good.returncode == 0 and "tests/" not in good.stdout, good.stdout[-2000:]

@@ -43,6 +43,7 @@ class Accounting:
         self.journal: journal.Journal | None = None
         self.environment: dict[str, Any] | None = None
         self.report: dict[str, Any] | None = None
+        self.write_error: str | None = None
         if state.report_dir is not None:  # the journal lives with the report
             self.recovered = journal.recover(state.report_dir)
             self.folder = state.report_dir / journal.FOLDER
@@ -166,7 +167,11 @@ class Accounting:
             thread, box = self._plots
             thread.join()
             plots = box.get("svgs")  # None (drawn again, in the foreground) if it failed
-        write_report(self.state.report_dir, report, plots=plots)
+        try:
+            write_report(self.state.report_dir, report, plots=plots)
+        except Exception as exc:  # the run's summary and failures still print; exit 3
+            self.write_error = f"{type(exc).__name__}: {exc}"
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         self._close()
 
     def _close(self) -> None:
@@ -217,6 +222,9 @@ class Accounting:
                           yellow=True)
         if self.report is not None:
             self._write_verdict(tr)
+        if self.write_error is not None:
+            tr.write_line(f"ERROR: the report was not written: {self.write_error} (a defect "
+                          "of torch-conformance: please report it; exit status 3)", red=True)
         if self.state.report_dir is not None:
             tr.write_line(f"report: {self.state.report_dir / 'report.json'}, "
                           f"{self.state.report_dir / 'report.html'}, "

@@ -28,6 +28,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
+
 @dataclass
 class Expected:
     """The oracle's result. ``value`` is exact for non-accumulating ops (the last write where

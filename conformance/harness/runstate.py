@@ -61,7 +61,8 @@ class RunState:
             seed = seed_from_controller
         if seed is None:
             seed = 0 if profile == "ci" else random.SystemRandom().randrange(2**31)
-        report_dir = Path(opt.conformance_report) if opt.conformance_report else None
+        # absolute: an implementation that changes the working directory moves nothing
+        report_dir = Path(opt.conformance_report).resolve() if opt.conformance_report else None
         return cls(
             device=device,
             matrix=matrix,

@@ -182,3 +182,32 @@ def test_an_existing_report_directory_outside_the_project_is_not_a_test_path(tmp
     good = subprocess.run([*cmd, f"--report={tmp_path / 'r'}"], cwd=SUITE.parents[1],
                           env=_env(tmp_path), capture_output=True, text=True, check=False)
     assert good.returncode == 0 and "tests/" not in good.stdout, good.stdout[-2000:]
+
+
+# blind run-breakers (tests/planted/blind_run_breakers.py, written by a helper who had not
+# read the suite): each breaks one test of the run once; under xdist the run goes on
+BLIND = {"abort_in_runtime": "crashed", "exit_zero_silently": "crashed",
+         "sigkill_self": "crashed", "hang_in_c_holding_gil": "timed-out",
+         "raise_system_exit_zero": "failed", "c_stack_overflow": "crashed",
+         "raise_keyboard_interrupt": None, "chdir_to_deleted_dir": "passed"}
+
+
+@pytest.mark.parametrize("name", sorted(BLIND))
+def test_blind_run_breakers(tmp_path, name):
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", TOPK, *SELECT,
+           "--no-builtins", f"--impl=topk=planted.blind_run_breakers:{name}", "-n", "2",
+           "--test-timeout", "5", f"--report={tmp_path / 'r'}"]
+    run = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path), capture_output=True,
+                         text=True, timeout=300, check=False)
+    report = _report(tmp_path)
+    _one_outcome_each(report)
+    expected = BLIND[name]
+    if expected == "passed":  # correct results: the library's mischief breaks nothing
+        assert run.returncode == 0 and report["verdict"] == "PASS", run.stdout[-2000:]
+        return
+    assert run.returncode != 0 and report["verdict"] != "PASS", run.stdout[-2000:]
+    if expected is None:  # KeyboardInterrupt from a library stops the session: INCOMPLETE
+        assert report["verdict"] == "INCOMPLETE" and report["summary"]["not-run"] > 0
+        return
+    assert report["summary"][expected] == 1, report["summary"]
+    assert report["summary"]["passed"] == report["collected"] - 1

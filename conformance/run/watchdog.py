@@ -151,6 +151,7 @@ def read_crash(path: Path) -> dict[str, Any] | None:
                           "--test-timeout, or the matrix area's timeout_s)"}
     fatal = next((line for line in stack.splitlines() if line.startswith("Fatal Python")), "")
     what = fatal.removeprefix("Fatal Python error:").strip() or \
-        "the process died with no fault report (killed: SIGKILL, or out of memory?)"
+        "the process died with no fault report (SIGKILL or out of memory, os._exit, or a " \
+        "fault its handler could not report, e.g. a C stack overflow)"
     return {"nodeid": header["nodeid"], "outcome": "crashed", "stack": stack,
             "reason": f"crashed: {what} ({where})"}

@@ -20,7 +20,7 @@ from conformance.harness.runstate import RunState
 from conformance.report.collect import CRASH_KEY, Collector, build_report, entries_to_narrow
 from conformance.report.write import write_report
 from conformance.run import journal, junit
-from conformance.run.watchdog import MANIFEST, crash_file, read_crash
+from conformance.run.watchdog import crash_file, read_crash, read_manifest
 
 EXIT_OF = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 2}  # pytest's: tests failed / interrupted
 
@@ -93,13 +93,6 @@ class Accounting:
         report.user_properties.append((CRASH_KEY, json.dumps(crash)))
         report.longrepr = f"{crash['reason']}\n{crash['stack']}"
 
-    def _collected(self) -> dict[str, dict[str, Any]]:
-        path = self.folder / MANIFEST
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            return {}
-
     def _why_not_run(self, session: pytest.Session) -> str:
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
             return "the run was interrupted before it ran them"
@@ -138,7 +131,7 @@ class Accounting:
         if self.config.option.collectonly:
             self._close()
             return
-        self.collector.collected = self._collected()
+        self.collector.collected = read_manifest(self.folder)
         not_run = [n for n in self.collector.collected if n not in self.collector.entries]
         self.collector.finalize(self._why_not_run(session))
         junit.add_not_run(self.config, [self.collector.entries[n] for n in not_run])

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from conformance.report.collect import Collector, build_report
 from conformance.report.write import write_report
-from conformance.run.watchdog import MANIFEST, read_crash
+from conformance.run.watchdog import read_crash, read_manifest
 
 FOLDER = "journal"
 FILE = "journal.jsonl"
@@ -135,9 +135,7 @@ def rebuild(report_dir: Path) -> dict[str, Any]:
     header = next((e for e in events if e.get("e") == "header"), {})
     finished = any(e.get("e") == "finished" for e in events)
     collector = Collector()
-    manifest = folder / MANIFEST
-    if manifest.exists():
-        collector.collected = json.loads(manifest.read_text())
+    collector.collected = read_manifest(folder)
     for event in events:
         if event.get("e") == "report":
             collector.add(Replayed.of(event))

@@ -44,6 +44,14 @@ def addoption(group: Any) -> None:
                          "the matrix's per-area timeout_s; 0 turns the watchdog off")
 
 
+def read_manifest(directory: Path) -> dict[str, dict[str, Any]]:
+    """The collection the test processes wrote (test id -> metadata); {} if none."""
+    try:
+        return json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def crash_file(directory: Path, worker: str) -> Path:
     return directory / f"crash-{worker}.txt"
 

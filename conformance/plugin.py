@@ -20,6 +20,8 @@ from conformance.harness.profiles import apply_profile
 from conformance.harness.runstate import PROFILES, STATE, RunState
 from conformance.harness.versions import installed_version
 from conformance.report.collect import Collector
+from conformance.report.suite import describe as describe_suite
+from conformance.report.suite import identity
 from conformance.run import (
     collection,
     deadline,
@@ -148,6 +150,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"torch-conformance: device {state.device.torch_device} ({state.device.name}), "
         f"matrix key {state.device.matrix_key}, torch {torch.__version__}",
+        f"torch-conformance: suite {describe_suite(identity())}",
         f"torch-conformance: profile {state.profile}, seed {state.seed} "
         f"(reproduce with --seed={state.seed}), matrix {state.matrix.path}",
         f"torch-conformance: implementations: {impls}",
@@ -162,6 +165,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     collection.parametrize(metafunc)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselection: the whole must-pass list
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:

@@ -111,3 +111,7 @@ for _name, _fn in list(globals().items()):
                                 else f"F.{_name}" if _name in (
                                     "embedding", "embedding_bag", "nll_loss", "cross_entropy",
                                     "one_hot") else f"torch.{_name}")
+
+# torch.compile of these is tested (test_compiled): an opt-in feature, declared by name
+index_select.conformance_features = ["compile"]
+index_add_.conformance_features = ["compile"]

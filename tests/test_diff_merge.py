@@ -42,7 +42,7 @@ def test_diff_names_the_regressions(erfcx_runs, tmp_path):
     assert sorted(r["nodeid"] for r in data["regressions"]) == failed
     assert not data["appeared"] and not data["disappeared"] and not data["fixed"]
     # the other way round, the same tests are fixed and nothing regressed
-    back = cli("diff", str(new / "report.json"), str(old / "report.json"))
+    back = cli("diff", str(new / "report.json"), str(old / "report.json"), "--ignore-settings")
     assert back.returncode == 0 and f"Fixed ({len(failed)})" in back.stdout, back.stdout
 
 
@@ -59,6 +59,7 @@ def test_diff_formats(erfcx_runs, tmp_path):
     text = out.read_text()
     html5lib.HTMLParser(strict=True).parse(text)
     assert 'id="verdict">REGRESSED<' in text and "vendor.erfcx" in text
+    assert "Settings changed (" in text
     same = cli("diff", old, old)
     assert same.returncode == 0 and "no regressions" in same.stdout
 
@@ -73,12 +74,16 @@ def test_diff_margins_coverage_environment(erfcx_runs):
     lost = next(r for r in new["results"] if r["outcome"] == "passed" and r is not moved)
     lost["outcome"], lost["reason"] = "skipped", "no device"
     new["environment"]["torch"] = "9.9.9"
+    new["environment"]["python"] = "3.99"
     d = diff_reports(old, new)
     assert [(m["nodeid"], m["check"]) for m in d.margins] == [(moved["nodeid"], check["name"])]
     assert abs(d.margins[0]["ratio"] - 3) < 1e-9
     assert [r["nodeid"] for r in d.coverage_lost] == [lost["nodeid"]]
-    assert ("torch", old["environment"]["torch"], "9.9.9") in d.environment
-    assert not d.failing() and d.failing(margin=True) and d.failing(coverage=True)
+    assert ("torch", old["environment"]["torch"], "9.9.9") in d.settings
+    assert ("python", old["environment"]["python"], "3.99") in d.environment
+    assert d.failing() and d.failing(coverage=False)  # coverage loss, changed settings
+    assert not d.failing(coverage=False, settings=False)
+    assert d.failing(coverage=False, settings=False, margin=True)
     assert not diff_reports(old, new, factor=4).margins
 
 
@@ -107,6 +112,7 @@ def test_two_shards_merged_equal_the_unsharded_run(erfcx_runs, tmp_path):
     out = tmp_path / "merged"
     proc = cli("merge", *(str(s.report_dir) for s in shards), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
+    assert cli("verify", str(out)).returncode == 0
     merged = json.loads((out / "report.json").read_text())
     assert {r["nodeid"]: r["outcome"] for r in merged["results"]} == whole
     assert merged["summary"] == erfcx_runs["clean"].report["summary"]
@@ -117,9 +123,14 @@ def test_two_shards_merged_equal_the_unsharded_run(erfcx_runs, tmp_path):
 
     cases = ET.parse(out / "junit.xml").getroot().iter("testcase")
     assert sum(1 for _ in cases) >= len(whole)
-    # a shard missing is a warning in the merged report, the same shard twice an error
+    # a shard missing: refused (exit 1), or merged as a partial run when asked; the same
+    # shard twice is a usage error
     alone = cli("merge", str(shards[0].report_dir), "-o", str(tmp_path / "alone"))
-    assert alone.returncode == 0
+    assert alone.returncode == 1 and "shards 2 of 2 are missing" in alone.stderr, alone.stderr
+    assert not (tmp_path / "alone").exists()
+    alone = cli("merge", str(shards[0].report_dir), "-o", str(tmp_path / "alone"),
+                "--allow-partial")
+    assert alone.returncode == 0 and "PARTIAL" in alone.stdout, alone.stdout + alone.stderr
     warnings = json.loads((tmp_path / "alone" / "report.json").read_text())["warnings"]
     assert any("shards 2 of 2 are missing" in w for w in warnings), warnings
     twice = cli("merge", str(shards[0].report_dir), str(shards[0].report_dir), "-o",
@@ -129,8 +140,8 @@ def test_two_shards_merged_equal_the_unsharded_run(erfcx_runs, tmp_path):
 
 def test_merge_refuses_other_versions_and_matrices(erfcx_runs, tmp_path):
     base = erfcx_runs["clean"].report
-    for change, words in ((("tool_version",), "different suite versions"),
-                          (("run", "matrix_sha256"), "a different device matrix")):
+    for change, words in ((("suite", "version"), "different suite versions"),
+                          (("run", "matrix_sha256"), "different device matrices")):
         other = copy.deepcopy(base)
         target = other
         for key in change[:-1]:
@@ -138,9 +149,10 @@ def test_merge_refuses_other_versions_and_matrices(erfcx_runs, tmp_path):
         target[change[-1]] = "0.0.0-other"
         path = tmp_path / f"{change[-1]}.json"
         path.write_text(json.dumps(other))
-        err = _one_line_error(cli("merge", str(erfcx_runs["clean"].report_dir), str(path),
-                                  "-o", str(tmp_path / "out")))
-        assert words in err, err
+        proc = cli("merge", str(erfcx_runs["clean"].report_dir), str(path), "-o",
+                   str(tmp_path / "out"))
+        assert proc.returncode == 1 and words in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
 def test_shard_usage_errors(tmp_path):

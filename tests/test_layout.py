@@ -82,8 +82,8 @@ GRAPH = {name: imports_of(name) for name in MODULES}
 
 def layer(name: str) -> str:
     parts = name.split(".")
-    if parts[0] != "conformance" or len(parts) == 1:
-        return parts[0]
+    if parts[0] != "conformance" or len(parts) == 1 or parts[1] == "_version":
+        return parts[0]  # _version.py: setuptools-scm's constants, part of the root
     return parts[1]
 
 

@@ -7,9 +7,12 @@
     torch-conformance releases OUT [-o FILE]
     torch-conformance isolate [--device D] [--env K=V] [--isolated] MODULE:FUNCTION ARGS
     torch-conformance report DIR
+    torch-conformance verify DIR
+    torch-conformance must-pass [--device KEY] [--matrix FILE]
 
-Exit status: 0 fine; 1 regressions (diff), a surviving fault (selftest) or a FAIL verdict
-(report); 2 an INCOMPLETE verdict (report); 4 a usage error (one line on stderr).
+Exit status: 0 fine; 1 regressions or changed settings (diff), a surviving fault
+(selftest), a FAIL verdict (report, merge), a refused merge, a report that does not verify;
+2 an INCOMPLETE verdict (report, merge); 4 a usage error (one line on stderr).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def _diff(opts: argparse.Namespace) -> int:
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     d = diff_reports(old, new, factor=opts.factor, old_name=opts.old, new_name=opts.new)
+    from conformance.report.diff import verdict_of
     if opts.format == "html":
         text = render_html(d)
     else:
@@ -54,22 +58,31 @@ def _diff(opts: argparse.Namespace) -> int:
         Path(opts.json).write_text(json.dumps(d.to_json(), indent=1, default=str) + "\n")
     if opts.output:
         Path(opts.output).write_text(text, encoding="utf-8")
-        print(f"{'REGRESSED' if d.regressions else 'no regressions'}: "
-              f"{len(d.regressions)} regressions, {len(d.fixed)} fixed; wrote {opts.output}")
+        print(f"{verdict_of(d)}: {len(d.settings)} settings changed, {len(d.regressions)} "
+              f"regressions, {len(d.coverage_lost)} coverage lost, {len(d.fixed)} fixed; "
+              f"wrote {opts.output}")
     else:
         sys.stdout.write(text)
-    return 1 if d.failing(opts.fail_on_coverage_loss, opts.fail_on_margin) else 0
+    failing = d.failing(coverage=not opts.allow_coverage_loss, margin=opts.fail_on_margin,
+                        settings=not opts.ignore_settings)
+    return 1 if failing else 0
 
 
 def _merge(opts: argparse.Namespace) -> int:
-    from conformance.report.merge import MergeError, merge_dirs
+    from conformance.report.merge import MergeError, MergeRefused, merge_dirs
 
     try:
-        written = merge_dirs([Path(p) for p in opts.reports], Path(opts.output))
+        merged, written = merge_dirs([Path(p) for p in opts.reports], Path(opts.output),
+                                     opts.allow_partial)
     except MergeError as exc:
         raise UsageError(str(exc)) from None
-    print("merged: " + ", ".join(str(p) for p in written))
-    return 0
+    except MergeRefused as exc:
+        print(f"error: merge: {exc}", file=sys.stderr)
+        return 1
+    partial = merged["run"].get("partial")
+    print(f"merged{' (PARTIAL: ' + '; '.join(partial) + ')' if partial else ''}: verdict "
+          f"{merged['verdict']}; wrote " + ", ".join(str(p) for p in written))
+    return int(merged["exit_status"])
 
 
 def _bundle(opts: argparse.Namespace) -> int:
@@ -137,6 +150,9 @@ def _report(opts: argparse.Namespace) -> int:
         raise UsageError(f"report: {folder} holds no journal ({FOLDER}/{FILE}): give the "
                          "--report DIR of a run")
     report = rebuild(folder)
+    from conformance.report.manifest import write_manifest
+
+    write_manifest(folder)
     s = report["summary"]
     counts = ", ".join(f"{n} {o}" for o, n in s.items() if n)
     print(f"{folder}: verdict {report['verdict']} ({report['collected']} collected: {counts})")
@@ -145,6 +161,84 @@ def _report(opts: argparse.Namespace) -> int:
             print(f"  {r['outcome']}: {r['nodeid']}: {r['reason']}")
     print(f"wrote {folder / 'report.json'}, {folder / 'summary.md'}, {folder / 'report.html'}")
     return {"PASS": 0, "FAIL": 1}.get(report["verdict"], 2)
+
+
+def _verify(opts: argparse.Namespace) -> int:
+    from conformance.report.manifest import verify
+
+    folder = Path(opts.dir)
+    if not folder.is_dir():
+        raise UsageError(f"verify: {folder} is not a report directory")
+    report, problems = verify(folder)
+    for problem in problems:
+        print(f"  {problem}")
+    if problems:
+        print(f"{folder}: NOT VERIFIED ({len(problems)} problem{'s' * (len(problems) > 1)})")
+        return 1
+    from conformance.report.suite import describe
+
+    print(f"{folder}: verified: every file matches SHA256SUMS, {report['collected']} collected "
+          f"add up, verdict {report['verdict']} (suite {describe(report.get('suite'))})")
+    return 0
+
+
+def _must_pass(opts: argparse.Namespace) -> int:
+    from conformance.harness.errors import ConfigError
+    from conformance.harness.matrix import load_matrix
+
+    try:
+        matrix = load_matrix(opts.device_matrix)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    spec = matrix.devices.get(opts.device)
+    if spec is None:
+        raise UsageError(f"must-pass: the matrix {matrix.path} has no device {opts.device!r} "
+                         f"(it has: {', '.join(sorted(matrix.devices))})")
+    must = spec.must_pass
+    if must is None:
+        raise UsageError(f"must-pass: the matrix {matrix.path} gives device {opts.device!r} no "
+                         "must_pass list (--strict is refused there)")
+    if opts.tests:
+        return _must_pass_tests(opts)
+    areas = sorted(must.areas & spec.areas)
+    print(f"must-pass list of device {opts.device} (matrix {matrix.path}), what "
+          "`pytest --strict` requires to pass:")
+    print(f"  areas ({len(areas)}): {', '.join(areas)}")
+    print("  implementations: " + (", ".join(must.impls) if must.impls else
+                                   "every shipped one (the matrix's builtins)"))
+    for patterns, reason in must.excepted:
+        print(f"  except {', '.join(patterns)}: {reason}")
+    print("  and not: a test the matrix marks unsupported or expected to fail on this device, "
+          "or leaves out of the run's profile (budget); an emulation without --emulated")
+    print("A skip, a not-run or a deselected test of the list makes a --strict run FAIL. "
+          "The test ids: torch-conformance must-pass --tests (collects on this machine's "
+          "device).")
+    return 0
+
+
+def _must_pass_tests(opts: argparse.Namespace) -> int:
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="conformance-must-pass-") as tmp:
+        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+               "-p", "no:xdist", f"--device={opts.device}", f"--report={tmp}",
+               f"--profile={opts.profile}", "conformance"]
+        if opts.device_matrix:
+            cmd.append(f"--device-matrix={opts.device_matrix}")
+        root = Path(__file__).resolve().parents[2]  # test ids as a run from there names them
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=root)
+        path = Path(tmp) / "journal" / "must_pass.json"
+        if proc.returncode != 0 or not path.is_file():
+            tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["?"]
+            raise UsageError(f"must-pass --tests: collecting on --device={opts.device} failed: "
+                             f"{tail[0]}")
+        ids = sorted(json.loads(path.read_text()))
+    sys.stdout.write("".join(f"{i}\n" for i in ids))
+    print(f"{len(ids)} must-pass tests on --device={opts.device}, --profile={opts.profile}",
+          file=sys.stderr)
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -158,14 +252,22 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--format", choices=("text", "markdown", "html"), default="text")
     d.add_argument("-o", "--output", help="write the diff here instead of stdout")
     d.add_argument("--json", help="also write the diff as JSON here")
+    d.add_argument("--ignore-settings", action="store_true",
+                   help="compare runs made under different settings (suite, matrix, profile, "
+                        "seed, device, torch, implementations) without exit 1 for that")
+    d.add_argument("--allow-coverage-loss", action="store_true",
+                   help="no exit 1 for tests that ran in OLD and did not run in NEW")
     d.add_argument("--fail-on-coverage-loss", action="store_true",
-                   help="exit 1 also when a test that passed is skipped, unsupported or gone")
+                   help=argparse.SUPPRESS)  # the default since coverage loss fails
     d.add_argument("--fail-on-margin", action="store_true",
                    help="exit 1 also when a margin grew by more than --factor")
     d.set_defaults(run=_diff)
     m = sub.add_parser("merge", help="merge shard / per-host reports into one")
     m.add_argument("reports", nargs="+", help="report directories or report.json files")
     m.add_argument("-o", "--output", required=True, help="the merged report's directory")
+    m.add_argument("--allow-partial", action="store_true",
+                   help="merge even with shards missing or settings that differ (the merged "
+                        "report says it is partial)")
     m.set_defaults(run=_merge)
     b = sub.add_parser("bundle", help="a wheelhouse of the suite and its dependencies, for "
                                       "offline installs (torch left out unless --torch)")
@@ -198,6 +300,18 @@ def parser() -> argparse.ArgumentParser:
                                        "died: a crash with -n 0, a killed job)")
     rp.add_argument("dir", help="the run's --report DIR")
     rp.set_defaults(run=_report)
+    mp = sub.add_parser("must-pass", help="what `pytest --strict` requires to pass on a "
+                                          "device (the matrix's must_pass list)")
+    mp.add_argument("--device", default="cpu", help="the matrix's device key (default cpu)")
+    mp.add_argument("--device-matrix", help="a device matrix (default: the shipped one)")
+    mp.add_argument("--tests", action="store_true",
+                    help="list the test ids (collects on this machine: the device must exist)")
+    mp.add_argument("--profile", default="ci", help="with --tests: the profile (default ci)")
+    mp.set_defaults(run=_must_pass)
+    v = sub.add_parser("verify", help="check a report directory: its files against its "
+                                      "SHA256SUMS, its counts against collected; exit 1 if not")
+    v.add_argument("dir", help="the run's --report DIR (or a merge's -o OUT)")
+    v.set_defaults(run=_verify)
     sub.add_parser("isolate", add_help=False,
                    help="rerun an isolated case in the foreground (its own --help)")
     return p

@@ -55,6 +55,31 @@ class AreaSpec:
 
 
 @dataclass(frozen=True)
+class MustPass:
+    """A device's must-pass list (``--strict``): the areas whose shipped implementations'
+    tests must pass, less the exceptions (test-id patterns, each with its reason)."""
+
+    areas: frozenset[str]
+    impls: tuple[str, ...] = ()  # shipped implementation names (wildcards); () is all
+    excepted: tuple[tuple[tuple[str, ...], str], ...] = ()
+
+    def why_not(self, nodeid: str, area: str, impl: Any) -> str | None:
+        """Why the test is not on the list (None if it is): a test of a shipped
+        implementation (or of the device itself), in a listed area, not excepted."""
+        if area not in self.areas:
+            return f"area {area} is not on the list"
+        if impl is not None:
+            if impl.origin != "builtin":
+                return f"implementation {impl.name} is not a shipped one"
+            if self.impls and not any(fnmatch.fnmatchcase(impl.name, p) for p in self.impls):
+                return f"implementation {impl.name} is not on the list"
+        for patterns, reason in self.excepted:
+            if any(fnmatch.fnmatchcase(nodeid, _literal_brackets(p)) for p in patterns):
+                return reason
+        return None
+
+
+@dataclass(frozen=True)
 class DeviceSpec:
     name: str
     dtypes: frozenset[str]
@@ -63,6 +88,7 @@ class DeviceSpec:
     after_error: str = "keeps_working"  # or "poisoned"
     isolate_errors: bool = True  # run error cases in a child process
     toolchain: dict[str, Any] = field(default_factory=dict)  # required build facts
+    must_pass: MustPass | None = None  # what --strict requires here
 
 
 def _literal_brackets(pattern: str) -> str:
@@ -85,7 +111,7 @@ class Rule:
     link: str | None = None
     factor: float = 1.0
     strict: bool = True
-    impls: tuple[str, ...] = ()  # capability rules: implementation names (wildcards)
+    impls: tuple[str, ...] = ()  # whose bug: implementation names / module:attr (wildcards)
     features: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
     versions: tuple[tuple[str, str], ...] = ()  # ((distribution, PEP 440 specifier), ...)
@@ -96,10 +122,22 @@ class Rule:
     @property
     def is_capability_rule(self) -> bool:
         """An unsupported entry that removes features/dtypes from implementations."""
-        return bool(self.impls)
+        return self.kind == "unsupported" and bool(self.impls) and not self.patterns
 
-    def matches_impl(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, _literal_brackets(p)) for p in self.impls)
+    def matches_impl(self, impl: Any) -> bool:
+        """Whose bug the entry is: it applies to the implementations it names and, naming
+        none, to the shipped ones. A name matches a shipped implementation (or one that
+        declares it wraps one, ``conformance_wraps``); ``module:attr`` matches any, so an
+        implementation plugged in with ``--impl`` is touched only by an entry naming its spec,
+        whatever name it gives itself. ``impl`` None (a test of the device itself) matches."""
+        if impl is None:
+            return True
+        shipped = impl.shipped_as
+        if not self.impls:
+            return shipped is not None
+        names = (impl.spec, *(shipped or ()))
+        return any(fnmatch.fnmatchcase(n, _literal_brackets(p)) for p in self.impls
+                   for n in names)
 
     def selects_device(self, device: str, tags: frozenset[str]) -> bool:
         """Device, capability tags and package versions all select this run."""
@@ -131,10 +169,11 @@ class Rule:
 
         return hit(self.patterns) and not hit(self.excepted)
 
-    def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str]) -> bool:
+    def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str],
+                impl: Any = None) -> bool:
         if area != self.area or not self.patterns or not self.matches_id(nodeid):
             return False
-        return self.selects_device(device, tags)
+        return self.matches_impl(impl) and self.selects_device(device, tags)
 
 
 @dataclass(frozen=True)
@@ -160,9 +199,11 @@ class Matrix:
         return tuple(r for r in self.rules if r.kind == kind)
 
     def applicable(
-        self, kind: str, nodeid: str, area: str, device: str, tags: frozenset[str]
+        self, kind: str, nodeid: str, area: str, device: str, tags: frozenset[str],
+        impl: Any = None,
     ) -> list[Rule]:
-        return [r for r in self.rules_of(kind) if r.applies(nodeid, area, device, tags)]
+        """The ``kind`` entries that apply to a test (of implementation ``impl``, an Impl)."""
+        return [r for r in self.rules_of(kind) if r.applies(nodeid, area, device, tags, impl)]
 
 
 class _DuplicateKey(yaml.MarkedYAMLError):
@@ -252,6 +293,22 @@ def _rules(path: Path, data: dict[str, Any]) -> tuple[Rule, ...]:
     return tuple(out)
 
 
+def _expand_areas(path: Path, where: str, names: list[str],
+                  areas: dict[str, AreaSpec]) -> frozenset[str]:
+    """Area names and families ('prefix.*') as the set of area names."""
+    listed: set[str] = set()
+    for i, area in enumerate(names):
+        family = [a for a in areas if a.startswith(area[:-1])] if area.endswith(".*") \
+            else [area] if area in areas else []
+        if not family:
+            raise ConfigError(
+                f"{path}: {where}[{i}]: unknown area {area!r} "
+                f"(expected one of: {', '.join(sorted(areas))}, or a family 'prefix.*')"
+            )
+        listed.update(family)
+    return frozenset(listed)
+
+
 def load_matrix(path: str | Path | None = None) -> Matrix:
     """Read, validate and return the matrix; raise ConfigError with a one-line message."""
     path = Path(path) if path is not None else DEFAULT_MATRIX
@@ -282,21 +339,17 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
     }
     devices = {}
     for name, d in data["devices"].items():
-        listed: set[str] = set()
-        for i, area in enumerate(d["areas"]):
-            family = [a for a in areas if a.startswith(area[:-1])] if area.endswith(".*") \
-                else [area] if area in areas else []
-            if not family:
-                raise ConfigError(
-                    f"{path}: devices.{name}.areas[{i}]: unknown area {area!r} "
-                    f"(expected one of: {', '.join(sorted(areas))}, or a family 'prefix.*')"
-                )
-            listed.update(family)
+        listed = _expand_areas(path, f"devices.{name}.areas", d["areas"], areas)
         errors = d.get("errors", {})
+        must = d.get("must_pass")
         devices[name] = DeviceSpec(
-            name, frozenset(d["dtypes"]), frozenset(listed), d.get("description", ""),
+            name, frozenset(d["dtypes"]), listed, d.get("description", ""),
             errors.get("after", "keeps_working"), errors.get("isolate", True),
             dict(d.get("toolchain", {})),
+            None if must is None else MustPass(
+                _expand_areas(path, f"devices.{name}.must_pass.areas", must["areas"], areas),
+                tuple(must.get("impls", ())),
+                tuple((_as_tuple(e["match"]), e["reason"]) for e in must.get("except", ()))),
         )
     rules = _rules(path, data)
     measured = {}

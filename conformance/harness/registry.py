@@ -12,6 +12,12 @@ the callable declare what it supports; an absent attribute claims everything:
 - ``conformance_limits``: dict of area-defined limits (e.g. {"head_dims": [64, 128]})
 - ``conformance_requires``: iterable of capability tags the run must have ("flash-attn-4",
   "sm90|sm100" for any of several); a missing one makes the case "skipped", not failed
+- ``conformance_wraps``: the ``module:attr`` of a shipped implementation this one calls (a
+  thin wrapper of torch's op): the matrix entries written for that one's bugs apply to it
+  too. Without it, an implementation plugged in is touched only by entries naming its spec.
+
+Opt-in features (``OPT_IN``, e.g. ``compile``: the suite wraps the implementation in
+``torch.compile``) are claimed only when declared by name, never by an absent attribute.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from conformance.harness.errors import ConfigError
 from conformance.harness.vocabulary import Vocabulary
 
 ENTRY_POINT_GROUP = "torch_conformance.impls"
+OPT_IN = frozenset({"compile"})  # features an absent conformance_features does not claim
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -73,9 +80,9 @@ class Capabilities:
         and the matrix did not remove it for this device."""
         if self._excluded(feature) is not None:
             return False
-        if self.features is None:
-            return True
         parts = feature.split(".")
+        if self.features is None:
+            return parts[0] not in OPT_IN
         return any(".".join(parts[:i]) in self.features for i in range(1, len(parts) + 1))
 
     def missing_requirements(self, tags: frozenset[str]) -> list[str]:
@@ -110,6 +117,13 @@ class Impl:
     spec: str  # "module:attr"
     origin: str  # "builtin" | "--impl" | "entry point <dist>"
     caps: Capabilities
+    wraps: tuple[str, str] | None = None  # (name, spec) of the shipped one it declares it calls
+
+    @property
+    def shipped_as(self) -> tuple[str, str] | None:
+        """(name, spec) of the shipped implementation whose matrix entries apply to this
+        one: itself if shipped, the one it wraps (``conformance_wraps``), else None."""
+        return (self.name, self.spec) if self.origin == "builtin" else self.wraps
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         trace = repro_trace.active()
@@ -173,7 +187,17 @@ def make_impl(area: str, spec: str, origin: str, what: str,
     name = getattr(fn, "conformance_name", None) or spec
     if not isinstance(name, str) or not name.strip() or any(c in name for c in "[]\n"):
         raise ConfigError(f"{what}: {spec}: conformance_name must be a non-empty one-line name")
-    return Impl(area, name, fn, spec, origin, caps)
+    return Impl(area, name, fn, spec, origin, caps, _wrapped(fn, spec, what))
+
+
+def _wrapped(fn: Any, spec: str, what: str) -> tuple[str, str] | None:
+    target = getattr(fn, "conformance_wraps", None)
+    if target is None:
+        return None
+    if not isinstance(target, str):
+        raise ConfigError(f"{what}: {spec}: conformance_wraps must be a 'module:attr' string")
+    wrapped = load_object(target, f"{what}: {spec}: conformance_wraps")
+    return getattr(wrapped, "conformance_name", None) or target, target
 
 
 def parse_impl_option(text: str, areas: Iterable[str]) -> tuple[str, str]:
@@ -202,16 +226,16 @@ class Registry:
         while any(i.name == name for i in impls):
             name, n = f"{impl.name}#{n}", n + 1
         if name != impl.name:
-            impl = Impl(impl.area, name, impl.fn, impl.spec, impl.origin, impl.caps)
+            impl = replace(impl, name=name)
         impls.append(impl)
 
-    def restrict(self, area: str, match: Callable[[str], bool], features: Iterable[str],
+    def restrict(self, area: str, match: Callable[[Impl], bool], features: Iterable[str],
                  dtypes: Iterable[str], reason: str) -> int:
         """Remove features/dtypes from the matching implementations; returns how many."""
         hits = 0
         impls = self._by_area.get(area, [])
         for i, impl in enumerate(impls):
-            if not match(impl.name):
+            if not match(impl):
                 continue
             caps = impl.caps
             caps = replace(caps,

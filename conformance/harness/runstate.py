@@ -36,6 +36,7 @@ class RunState:
     shard: dict[str, Any] | None = None
     repro_dir: Path | None = None
     allow_partial: bool = False
+    strict: bool = False  # pytest's --strict: the device's must-pass list must all pass
 
     @classmethod
     def from_options(cls, opt: Any, seed_from_controller: int | None = None) -> RunState:
@@ -78,6 +79,7 @@ class RunState:
             repro_dir=(Path(opt.conformance_repro_dir).resolve()
                        if getattr(opt, "conformance_repro_dir", None) else None),
             allow_partial=bool(getattr(opt, "conformance_allow_partial", False)),
+            strict=_strict(opt, matrix, device),
         )
 
     def repro_args(self, impl_spec: str | None = None, impl_area: str | None = None) -> list[str]:
@@ -124,9 +126,11 @@ class RunState:
             "matrix_sha256": hashlib.sha256(self.matrix.path.read_bytes()).hexdigest(),
             "shard": self.shard,
             "allow_partial": self.allow_partial,
+            "strict": self.strict,
             "impl_options": self.impl_options,
             "implementations": [
                 {"area": i.area, "name": i.name, "spec": i.spec, "origin": i.origin,
+                 "wraps": i.wraps[1] if i.wraps else None,
                  "dtypes": sorted(i.caps.dtypes) if i.caps.dtypes is not None else "all",
                  "devices": sorted(i.caps.devices) if i.caps.devices is not None else "all",
                  "features": sorted(i.caps.features) if i.caps.features is not None else "all",
@@ -135,6 +139,18 @@ class RunState:
                 for i in self.registry.all()
             ],
         }
+
+
+def _strict(opt: Any, matrix: Matrix, device: DeviceInfo) -> bool:
+    """pytest's own ``--strict`` (its strict markers, config and xfails) also asks for the
+    device's must-pass list; a device the matrix gives none is a usage error."""
+    if not getattr(opt, "strict", False):
+        return False
+    spec = matrix.devices.get(device.matrix_key)
+    if spec is None or spec.must_pass is None:
+        raise ConfigError(f"--strict: the device matrix {matrix.path} gives device "
+                          f"{device.matrix_key!r} no must_pass list")
+    return True
 
 
 # the session's RunState (``config.stash[STATE]``; areas read it in pytest_generate_tests)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance import REPORT_SCHEMA_VERSION, __version__
+from conformance import REPORT_SCHEMA_VERSION
 from conformance.harness.outcomes import (
     NOT_RUN_TAG,
     OUTCOMES,
@@ -24,6 +24,7 @@ from conformance.harness.outcomes import (
     UNSUPPORTED_TAG,
     verdict,
 )
+from conformance.report.suite import identity
 
 META_KEY = "conformance_meta"
 RECORD_KEY = "conformance_record"
@@ -271,7 +272,8 @@ def build_report(
     return {
         "schema": "torch-conformance-report",
         "schema_version": REPORT_SCHEMA_VERSION,
-        "tool_version": __version__,
+        "tool_version": identity()["version"],
+        "suite": identity(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "run": run,
         "environment": environment,

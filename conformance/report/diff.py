@@ -1,11 +1,14 @@
 """``torch-conformance diff OLD NEW``: what changed between two reports.
 
-Regressions (exit status 1): a test that fails, errors or passes unexpectedly in NEW but
-did not in OLD (a new test that fails counts). Reported besides, without changing the exit
-status unless asked: fixed tests, every other outcome change, coverage lost (a test that
-passed in OLD and is skipped, unsupported or absent in NEW; ``--fail-on-coverage-loss``),
+First the settings (``report/settings.py``: suite version and commit, matrix, profile,
+seed, device, torch and driver, every implementation's ``module:attr``): a change there
+means the two runs are not like with like, exit status 1 unless ``--ignore-settings``.
+Then regressions (exit 1): a test that fails, errors, crashes, times out or passes
+unexpectedly in NEW but did not in OLD (a new test that fails counts); coverage lost (exit
+1 unless ``--allow-coverage-loss``): a test that ran in OLD and did not run in NEW (skipped,
+unsupported, not-run or absent). Reported besides: fixed tests, every other outcome change,
 margins that moved by more than a factor (``--fail-on-margin``), tests that appeared or
-disappeared, and the environment's differences.
+disappeared, and the rest of the environment's differences.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.harness.outcomes import BAD_OUTCOMES
+from conformance.harness.outcomes import BAD_OUTCOMES, RAN_OUTCOMES
 from conformance.report.plots import as_margin
+from conformance.report.settings import changed
 
 BAD = BAD_OUTCOMES
-NOT_RUN = ("skipped", "unsupported")
 MARGIN_FLOOR = 1e-3  # margins below this on both sides are noise-level: never "moved"
 
 
@@ -74,11 +77,13 @@ class Diff:
     appeared: list[str] = field(default_factory=list)
     disappeared: list[str] = field(default_factory=list)
     environment: list[tuple[str, str, str]] = field(default_factory=list)
+    settings: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def failing(self, coverage: bool = False, margin: bool = False) -> bool:
+    def failing(self, coverage: bool = True, margin: bool = False,
+                settings: bool = True) -> bool:
         worse = [m for m in self.margins if m["ratio"] > 1]
         return bool(self.regressions or (coverage and self.coverage_lost)
-                    or (margin and worse))
+                    or (margin and worse) or (settings and self.settings))
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -103,22 +108,24 @@ def diff_reports(old: dict[str, Any], new: dict[str, Any], *, factor: float = 2.
         elif o["outcome"] in BAD and r["outcome"] not in BAD:
             d.fixed.append(row)
         elif o["outcome"] != r["outcome"]:
-            (d.coverage_lost if o["outcome"] == "passed" and r["outcome"] in NOT_RUN
+            (d.coverage_lost if o["outcome"] in RAN_OUTCOMES and r["outcome"] not in RAN_OUTCOMES
              else d.changed).append(row)
         if o["outcome"] == r["outcome"] == "passed":
             d.margins += _moved(nodeid, _margins(o), _margins(r), factor)
     for nodeid, o in sorted(before.items()):
         if nodeid not in after:
             d.disappeared.append(nodeid)
-            if o["outcome"] == "passed":
-                d.coverage_lost.append({"nodeid": nodeid, "area": o["area"], "old": "passed",
+            if o["outcome"] in RAN_OUTCOMES:
+                d.coverage_lost.append({"nodeid": nodeid, "area": o["area"], "old": o["outcome"],
                                         "new": None, "reason": "not in NEW",
                                         "reproduce": o.get("reproduce")})
     d.margins.sort(key=lambda m: -abs(_log(m["ratio"])))
+    d.settings = changed(old, new)
+    shown = {"torch", "cuda", "hip", "cuda_driver", "tool_version"}
     env_old = _flatten({**old["environment"], "tool_version": old.get("tool_version")})
     env_new = _flatten({**new["environment"], "tool_version": new.get("tool_version")})
     for key in sorted(set(env_old) | set(env_new)):
-        if env_old.get(key) != env_new.get(key):
+        if env_old.get(key) != env_new.get(key) and key not in shown:
             d.environment.append((key, env_old.get(key, "-"), env_new.get(key, "-")))
     return d
 
@@ -147,16 +154,28 @@ def _rows(d: Diff) -> list[tuple[str, list[dict[str, Any]]]]:
             ("Coverage lost", d.coverage_lost), ("Other outcome changes", d.changed)]
 
 
+def verdict_of(d: Diff) -> str:
+    if d.regressions:
+        return "REGRESSED"
+    if d.settings:
+        return "SETTINGS CHANGED (not like with like)"
+    return "COVERAGE LOST" if d.coverage_lost else "no regressions"
+
+
 def render_text(d: Diff, markdown: bool = False) -> str:
     code = (lambda s: f"`{s}`") if markdown else (lambda s: s)
     head = "## " if markdown else ""
-    verdict = "REGRESSED" if d.regressions else "no regressions"
-    lines = [f"{'# ' if markdown else ''}torch-conformance diff: {verdict}", "",
-             f"OLD {code(d.old)}", f"NEW {code(d.new)}", "",
-             f"{len(d.regressions)} regressions, {len(d.fixed)} fixed, "
-             f"{len(d.coverage_lost)} coverage lost, {len(d.changed)} other outcome changes, "
-             f"{len(d.margins)} margins moved more than {d.factor:g}x, "
-             f"{len(d.appeared)} appeared, {len(d.disappeared)} disappeared"]
+    lines = [f"{'# ' if markdown else ''}torch-conformance diff: {verdict_of(d)}", "",
+             f"OLD {code(d.old)}", f"NEW {code(d.new)}", ""]
+    if d.settings:
+        lines += [f"{head}Settings changed ({len(d.settings)})"]
+        lines += [f"- {k}: {a} -> {b}" for k, a, b in d.settings]
+        lines += ["(the runs are not like with like: --ignore-settings compares them anyway)",
+                  ""]
+    lines.append(f"{len(d.regressions)} regressions, {len(d.fixed)} fixed, "
+                 f"{len(d.coverage_lost)} coverage lost, {len(d.changed)} other outcome "
+                 f"changes, {len(d.margins)} margins moved more than {d.factor:g}x, "
+                 f"{len(d.appeared)} appeared, {len(d.disappeared)} disappeared")
     for title, rows in _rows(d):
         if rows:
             lines += ["", f"{head}{title} ({len(rows)})"]
@@ -184,4 +203,4 @@ def render_text(d: Diff, markdown: bool = False) -> str:
 def render_html(d: Diff) -> str:
     from conformance.report.html import render_template
 
-    return render_template("diff.html.j2", d=d, sections=_rows(d))
+    return render_template("diff.html.j2", d=d, sections=_rows(d), verdict=verdict_of(d))

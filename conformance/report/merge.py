@@ -1,10 +1,13 @@
 """``torch-conformance merge DIR... -o OUT``: shard reports (``--shard I/N``) or the
 per-host reports of torchrun jobs, as one report: JSON, Markdown, HTML and JUnit XML.
 
-Refused, with a one-line error: reports of different suite versions, report schemas or
-device matrices (by the matrix file's SHA-256), shards of different counts, the same shard
-twice. A test in more than one input keeps its worst outcome, with a warning when they
-disagree; missing shards and differing environments are warnings in the merged report.
+Refused (exit 1, one line) unless ``--allow-partial``: shards missing from the merge, and
+reports made under different settings (suite version and commit, device matrix by SHA-256,
+profile, seed, device, implementations by ``module:attr``, ``--strict``): a merge of those
+is not one run. With ``--allow-partial`` they are warnings and the merged report says it is
+partial. Always refused: report schemas that differ (exit 1); the same shard twice, shards of
+different splits (usage errors, exit 4). A test in more than one input keeps its worst
+outcome, with a warning when they disagree; differing torch builds are warnings.
 """
 
 from __future__ import annotations
@@ -13,17 +16,23 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from conformance.report import mustpass
 from conformance.report.collect import Collector, Entry, build_report
 from conformance.report.diff import ReportError, load_report
+from conformance.report.manifest import write_manifest
+from conformance.report.settings import disagreement
 from conformance.report.write import write_report
 
-WORST = {"error": 6, "failed": 5, "unexpected-pass": 4, "expected-fail": 3, "passed": 2,
-         "unsupported": 1, "skipped": 0}
-SAME = (("tool_version", "suite versions"), ("schema_version", "report schemas"))
+WORST = {"crashed": 9, "timed-out": 8, "error": 6, "failed": 5, "unexpected-pass": 4,
+         "not-run": 3.5, "expected-fail": 3, "passed": 2, "unsupported": 1, "skipped": 0}
 
 
 class MergeError(ValueError):
     """Inputs that must not be merged (a usage error)."""
+
+
+class MergeRefused(ValueError):
+    """Inputs that are not one run: refused (exit 1) unless --allow-partial."""
 
 
 def _revive(check: dict[str, Any]) -> dict[str, Any]:
@@ -41,17 +50,21 @@ def _entry(r: dict[str, Any]) -> Entry:
                  record, r.get("worker"))
 
 
-def _check_compatible(reports: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    (first_name, first), warnings = reports[0], []
+def _check_compatible(reports: list[tuple[str, dict[str, Any]]],
+                      allow_partial: bool) -> tuple[list[str], list[str]]:
+    """(warnings, why the merge is partial): refuses what cannot be merged."""
+    (first_name, first), warnings, partial = reports[0], [], []
     for name, rep in reports[1:]:
-        for key, what in SAME:
-            if rep.get(key) != first.get(key):
-                raise MergeError(f"{name}: different {what} ({key} {rep.get(key)!r} vs "
-                                 f"{first.get(key)!r} in {first_name}); not merged")
-        a, b = rep["run"].get("matrix_sha256"), first["run"].get("matrix_sha256")
-        if a != b:
-            raise MergeError(f"{name}: a different device matrix (SHA-256 {str(a)[:12]} vs "
-                             f"{str(b)[:12]} in {first_name}); not merged")
+        if rep.get("schema_version") != first.get("schema_version"):
+            raise MergeRefused(f"{name}: report schema {rep.get('schema_version')} vs "
+                               f"{first.get('schema_version')} in {first_name}; not merged")
+        why = disagreement(first, rep)
+        if why:
+            line = f"{name}: {why} in {first_name}"
+            if not allow_partial:
+                raise MergeRefused(f"{line}; not merged (--allow-partial merges it as a "
+                                   "partial run)")
+            partial.append(line)
         for key in ("torch", "cuda", "hip"):
             if rep["environment"].get(key) != first["environment"].get(key):
                 warnings.append(f"merged reports differ in {key}: {name} has "
@@ -73,14 +86,19 @@ def _check_compatible(reports: list[tuple[str, dict[str, Any]]]) -> list[str]:
             seen[s["index"]] = name
         missing = sorted(set(range(1, counts.pop() + 1)) - set(seen))
         if missing:
-            warnings.append(f"shards {', '.join(map(str, missing))} of "
-                            f"{given[0][1]['count']} are missing from this merge")
-    return warnings
+            line = (f"shards {', '.join(map(str, missing))} of {given[0][1]['count']} are "
+                    "missing from this merge")
+            if not allow_partial:
+                raise MergeRefused(f"{line}; not merged (--allow-partial merges the shards "
+                                   "given as a partial run)")
+            partial.append(line)
+    return warnings, partial
 
 
-def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+def merge_reports(reports: list[tuple[str, dict[str, Any]]],
+                  allow_partial: bool = False) -> dict[str, Any]:
     """One report from several (name, report) pairs."""
-    warnings = _check_compatible(reports)
+    warnings, partial = _check_compatible(reports, allow_partial)
     collector = Collector()
     for name, rep in reports:
         for r in rep["results"]:
@@ -98,11 +116,32 @@ def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                             "command": rep["run"].get("command"), "created": rep["created"],
                             "host": rep["environment"].get("platform")}
                            for name, rep in reports]}
+    if partial:
+        run["partial"] = partial
     merged = build_report(collector, first["environment"], run)
-    merged["warnings"] += warnings
+    merged["tool_version"], merged["suite"] = first.get("tool_version"), first.get("suite")
+    merged["warnings"] += warnings + [f"partial merge: {line}" for line in partial]
+    _merge_must_pass(merged, [rep for _, rep in reports])
     merged["vacuous"] = _vacuous([rep for _, rep in reports])
     merged["areas_without_implementations"] = first.get("areas_without_implementations", [])
     return merged
+
+
+def _merge_must_pass(merged: dict[str, Any], reports: list[dict[str, Any]]) -> None:
+    """The must-pass list over the union of the inputs (each shard's holds the whole run's
+    list); under --strict the merge is what judges it."""
+    lists = [rep["must_pass"] for rep in reports if rep.get("must_pass")]
+    if not lists:
+        return
+    required = sorted({t for m in lists for t in m.get("tests") or ()})
+    outcomes = {r["nodeid"]: (r["outcome"], r["reason"]) for r in merged["results"]}
+    areas = {r.get("area") for r in merged["results"]}
+    merged["must_pass"] = mustpass.summarize(required, outcomes, lists[0].get("areas") or [],
+                                             areas, bool(merged["run"].get("strict")))
+    why = mustpass.failing(merged["must_pass"])
+    if why:
+        merged["verdict"] = "FAIL"
+        merged["warnings"].append(f"--strict: {why}")
 
 
 def _vacuous(reports: list[dict[str, Any]]) -> list[str]:
@@ -129,13 +168,16 @@ def merge_junit(paths: list[Path], out: Path) -> Path | None:
     return out
 
 
-def merge_dirs(inputs: list[Path], output: Path) -> list[Path]:
+def merge_dirs(inputs: list[Path], output: Path,
+               allow_partial: bool = False) -> tuple[dict[str, Any], list[Path]]:
     try:
         loaded = [(str(p), load_report(p)) for p in inputs]
     except ReportError as exc:
         raise MergeError(str(exc)) from None
-    merged = merge_reports(loaded)
+    merged = merge_reports(loaded, allow_partial)
+    merged["exit_status"] = {"PASS": 0, "FAIL": 1}.get(merged["verdict"], 2)
     written = write_report(output, merged)
     junit = merge_junit([(p if p.is_dir() else p.parent) / "junit.xml" for p in inputs],
                         output / "junit.xml")
-    return written + ([junit] if junit else [])
+    written += [junit] if junit else []
+    return merged, [*written, write_manifest(output)]

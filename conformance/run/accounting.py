@@ -17,10 +17,12 @@ import pytest
 
 from conformance.harness.outcomes import BAD_OUTCOMES, OUTCOMES
 from conformance.harness.runstate import RunState
+from conformance.report import mustpass
 from conformance.report.collect import CRASH_KEY, Collector, build_report, entries_to_narrow
+from conformance.report.manifest import write_manifest
 from conformance.report.write import write_report
 from conformance.run import journal, junit
-from conformance.run.watchdog import crash_file, read_crash, read_manifest
+from conformance.run.watchdog import crash_file, read_crash, read_manifest, read_must_pass
 
 EXIT_OF = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 2}  # pytest's: tests failed / interrupted
 
@@ -144,6 +146,7 @@ class Accounting:
             self.environment = environment(self.state.device)
         report = build_report(self.collector, self.environment or {}, self.state.run_info())
         report["vacuous"] = self.vacuous()
+        self._must_pass(report)
         if report["vacuous"] and self.state.shard is None and report["verdict"] == "PASS":
             report["verdict"] = "FAIL"
         if session.exitstatus == 0 and report["verdict"] != "PASS":
@@ -166,6 +169,29 @@ class Accounting:
             self.write_error = f"{type(exc).__name__}: {exc}"
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         self._close()
+
+    @pytest.hookimpl(trylast=True)  # after junitxml wrote DIR/junit.xml
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.report is not None and self.state.report_dir is not None \
+                and self.write_error is None:
+            write_manifest(self.state.report_dir)
+
+    def _must_pass(self, report: dict[str, Any]) -> None:
+        """The must-pass list's outcome; under --strict (not a shard: merge judges the whole
+        run) a list not all passed makes the verdict FAIL."""
+        spec = self.state.matrix.devices.get(self.state.device.matrix_key)
+        if spec is None or spec.must_pass is None:
+            return
+        required = read_must_pass(self.folder) or {}
+        outcomes = {n: (e.outcome, e.reason) for n, e in self.collector.entries.items()}
+        areas = {e.meta.get("area") for e in self.collector.entries.values()}
+        listed = sorted(spec.must_pass.areas & spec.areas)
+        report["must_pass"] = mustpass.summarize(required, outcomes, listed, areas,
+                                                 self.state.strict)
+        why = mustpass.failing(report["must_pass"])
+        if why and self.state.shard is None:
+            report["verdict"] = "FAIL"
+            report["warnings"].append(f"--strict: {why}")
 
     def _close(self) -> None:
         if self.journal is not None:
@@ -229,6 +255,14 @@ class Accounting:
         counts = ", ".join(f"{n} {o}" for o, n in report["summary"].items() if n)
         colour = {"PASS": {"green": True}, "FAIL": {"red": True},
                   "INCOMPLETE": {"yellow": True}}[report["verdict"]]
+        must = report.get("must_pass")
+        if must is not None and (must["strict"] or must["not_passed"]):
+            why = mustpass.failing(must)
+            tr.write_line(f"must-pass ({'--strict' if must['strict'] else 'not --strict'}): "
+                          f"{must['passed']} of {must['required']} passed"
+                          + (f"; {why}" if why else ""), red=bool(why))
+            for t in must["tests_not_passed"][:NOT_RUN_SHOWN]:
+                tr.write_line(f"  {t['outcome']}: {t['nodeid']}: {t['reason'][:160]}")
         tr.write_line(f"torch-conformance verdict: {report['verdict']} "
                       f"({report['collected']} collected: {counts})", bold=True, **colour)
 

@@ -4,6 +4,7 @@ collected test (unsupported, budget, missing requirement, expected failure, tole
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from conformance.run.keys import (
     ITEM_EXPECT,
     ITEM_META,
     ITEM_TOLERANCE,
+    MUST_PASS,
     NO_IMPL_MARK,
 )
 from conformance.run.verdicts import fixed_in_note
@@ -108,6 +110,9 @@ def apply_matrix(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = [i for i in items if i.get_closest_marker(NO_IMPL_MARK.name) is None]
         config.hook.pytest_deselected(items=empty)
     collected_ids: dict[str, list[str]] = {}
+    spec = state.matrix.devices.get(key)
+    must = spec.must_pass if spec is not None else None
+    required = config.stash.setdefault(MUST_PASS, {})
     for item in items:
         area = area_of(item)
         if area is None:
@@ -116,6 +121,9 @@ def apply_matrix(config: pytest.Config, items: list[pytest.Item]) -> None:
         params = params.params if params else {}
         impl = params.get("impl")
         dtype = params.get("dtype")
+        test_impl = impl if isinstance(impl, Impl) else None  # whose bug an entry names
+        entries = partial(state.matrix.applicable, nodeid=item.nodeid, area=area, device=key,
+                          tags=tags, impl=test_impl)
         meta = {
             "area": area,
             "impl": impl.name if isinstance(impl, Impl) else None,
@@ -132,27 +140,33 @@ def apply_matrix(config: pytest.Config, items: list[pytest.Item]) -> None:
         collected_ids.setdefault(area, []).append(item.nodeid)
         meta["matrix_entries"] = applied = []  # labels of the entries that decided the case
         reason = _unsupported_reason(item, state, meta)
-        rules = state.matrix.applicable("unsupported", item.nodeid, area, key, tags)
+        rules = entries("unsupported")
         if reason is None and rules:
             reason = f"matrix {rules[0].label}: {rules[0].reason}"
             applied.append(rules[0].label)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=f"{UNSUPPORTED_TAG} {reason}"))
             continue
-        budget = [r for r in state.matrix.applicable("budget", item.nodeid, area, key, tags)
+        budget = [r for r in entries("budget")
                   if state.profile in r.profiles]
-        if budget:
+        if budget:  # a profile's choice: off the must-pass list of this profile
             applied.append(budget[0].label)
             item.add_marker(pytest.mark.skip(reason=(
                 f"{SKIPPED_TAG} left out by the {state.profile} profile: matrix "
                 f"{budget[0].label}: {budget[0].reason} (--profile "
                 f"{' or '.join(p for p in PROFILES if p not in budget[0].profiles)} runs it)")))
             continue
+        xfails = entries("expected_failure")
+        emulation = test_impl is not None and bool(getattr(test_impl.fn, "conformance_emulation",
+                                                            None))
+        if (must is not None and not xfails and not (emulation and not state.emulated)
+                and must.why_not(item.nodeid, area, test_impl) is None):
+            meta["must_pass"] = True  # a skip, an expected failure or a not-run counts against
+            required[item.nodeid] = meta
         missing = _missing_reason(item, state)
         if missing is not None:
             item.add_marker(pytest.mark.skip(reason=f"{SKIPPED_TAG} {missing}"))
             continue
-        xfails = state.matrix.applicable("expected_failure", item.nodeid, area, key, tags)
         if xfails:
             applied.extend(r.label for r in xfails)
             reason = "; ".join(f"matrix {r.label}: {r.reason} ({r.link})" for r in xfails)
@@ -163,7 +177,7 @@ def apply_matrix(config: pytest.Config, items: list[pytest.Item]) -> None:
             item.stash[ITEM_EXPECT] = [(r.label, r.expect) for r in xfails if r.expect]
             item.stash[ITEM_BEYOND] = [fixed_in_note(r, *beyond[r.label])
                                        for r in xfails if r.strict and r.label in beyond]
-        loosen = state.matrix.applicable("tolerance", item.nodeid, area, key, tags)
+        loosen = entries("tolerance")
         if loosen:
             applied.extend(r.label for r in loosen)
             factor = max(r.factor for r in loosen)
@@ -179,8 +193,7 @@ def _warn_unmatched(state: RunState, ids: dict[str, list[str]]) -> None:
         if rule.area not in ids:
             continue
         if rule.is_capability_rule:
-            names = [i.name for i in state.registry.for_area(rule.area)]
-            if any(rule.matches_impl(n) for n in names):
+            if any(rule.matches_impl(i) for i in state.registry.for_area(rule.area)):
                 continue
             what = f"impls {list(rule.impls)}) matches no registered implementation"
         elif any(rule.matches_id(i) for i in ids[rule.area]):

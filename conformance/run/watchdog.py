@@ -29,11 +29,12 @@ from typing import Any
 import pytest
 
 from conformance.harness.runstate import RunState
-from conformance.run.keys import ITEM_META
+from conformance.run.keys import ITEM_META, MUST_PASS
 
 DEFAULT_TIMEOUT_S = 60.0
 PROFILE_FACTOR = {"ci": 1.0, "dev": 3.0, "thorough": 10.0}
 MANIFEST = "manifest.json"
+MUST_PASS_FILE = "must_pass.json"  # the must-pass tests collected (before deselection)
 
 
 def addoption(group: Any) -> None:
@@ -50,6 +51,14 @@ def read_manifest(directory: Path) -> dict[str, dict[str, Any]]:
         return json.loads((directory / MANIFEST).read_text())
     except (OSError, ValueError):
         return {}
+
+
+def read_must_pass(directory: Path) -> dict[str, dict[str, Any]] | None:
+    """The must-pass tests the test processes collected; None if none were written."""
+    try:
+        return json.loads((directory / MUST_PASS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def crash_file(directory: Path, worker: str) -> Path:
@@ -87,15 +96,20 @@ class Watchdog:
         faulthandler.enable(file=self.fd, all_threads=True)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """The manifest, written once per run (the first worker to collect)."""
-        path = self.directory / MANIFEST
-        if path.exists():
-            return
+        """The manifest and the must-pass list, written once per run (the first worker to
+        collect)."""
         tests = {i.nodeid: meta for i in session.items
                  if (meta := i.stash.get(ITEM_META, None)) is not None}
+        self._write_once(MANIFEST, tests)
+        self._write_once(MUST_PASS_FILE, session.config.stash.get(MUST_PASS, {}))
+
+    def _write_once(self, name: str, data: dict[str, Any]) -> None:
+        path = self.directory / name
+        if path.exists():
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{MANIFEST}.{self.worker}")
-        tmp.write_text(json.dumps(tests, default=str))
+        tmp = path.with_name(f".{name}.{self.worker}")
+        tmp.write_text(json.dumps(data, default=str))
         os.replace(tmp, path)
 
     @pytest.hookimpl(wrapper=True)

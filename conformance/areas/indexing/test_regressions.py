@@ -162,13 +162,17 @@ class TestNllLoss:
                5, bad, at=5)
 
 
+# torch.compile(impl): only for implementations that declare they can be compiled
+# (conformance_features "compile", an opt-in feature: conformance/harness/registry.py)
 COMPILED = pytest.mark.parametrize("dtype", [pytest.param(torch.float32, id="float32")])
+NEEDS_COMPILE = pytest.mark.needs("compile")
 
 
 class TestIndexAdd:
     pytestmark = pytest.mark.area("indexing.index_add_")
 
     @COMPILED
+    @NEEDS_COMPILE
     def test_compiled(self, impl, dtype, device, record, request, conformance_state):
         """pytorch#185885: ``torch.compile(index_add_)`` must reject -1."""
         arrays = {"x": ("data", _data(4, 5)), "index": ("index", [1, 2, 0]),
@@ -182,6 +186,7 @@ class TestIndexSelect:
     pytestmark = pytest.mark.area("indexing.index_select")
 
     @COMPILED
+    @NEEDS_COMPILE
     def test_compiled(self, impl, dtype, device, record, request, conformance_state):
         """pytorch#169779: ``torch.compile(index_select)`` must reject -1."""
         arrays = {"x": ("data", _data(4, 5)), "index": ("index", [1, 2, 0])}

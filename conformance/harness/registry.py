@@ -273,7 +273,11 @@ def build_registry(
                                        vocab(area)))
     for text in impl_options:
         area, spec = parse_impl_option(text, builtins)
-        registry.add(make_impl(area, spec, "--impl", f"--impl {text!r}", vocab(area)))
+        impl = make_impl(area, spec, "--impl", f"--impl {text!r}", vocab(area))
+        if spec in builtins[area] and impl.wraps is None:  # the shipped one, by --impl
+            impl = replace(impl, wraps=(getattr(impl.fn, "conformance_name", None) or spec,
+                                        spec))
+        registry.add(impl)
     if use_entry_points:
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = ep.dist.name if ep.dist else "?"

@@ -153,5 +153,16 @@ def _strict(opt: Any, matrix: Matrix, device: DeviceInfo) -> bool:
     return True
 
 
+# test id -> metadata of every must-pass test collected (before -k / -m deselection)
+MUST_PASS = pytest.StashKey[dict]()
+
+
+def left_out_by_profile(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests an area's profile plan deselects: off the must-pass list, as a budget entry's."""
+    required = config.stash.get(MUST_PASS, {})
+    for item in items:
+        required.pop(item.nodeid, None)
+
+
 # the session's RunState (``config.stash[STATE]``; areas read it in pytest_generate_tests)
 STATE = pytest.StashKey[RunState]()

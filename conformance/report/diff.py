@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.harness.outcomes import BAD_OUTCOMES, RAN_OUTCOMES
+from conformance.report.consistency import check_report
 from conformance.report.plots import as_margin
 from conformance.report.settings import changed
 
@@ -78,11 +79,12 @@ class Diff:
     disappeared: list[str] = field(default_factory=list)
     environment: list[tuple[str, str, str]] = field(default_factory=list)
     settings: list[tuple[str, str, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # an input that does not add up
 
     def failing(self, coverage: bool = True, margin: bool = False,
                 settings: bool = True) -> bool:
         worse = [m for m in self.margins if m["ratio"] > 1]
-        return bool(self.regressions or (coverage and self.coverage_lost)
+        return bool(self.regressions or self.problems or (coverage and self.coverage_lost)
                     or (margin and worse) or (settings and self.settings))
 
     def to_json(self) -> dict[str, Any]:
@@ -92,6 +94,8 @@ class Diff:
 def diff_reports(old: dict[str, Any], new: dict[str, Any], *, factor: float = 2.0,
                  old_name: str = "OLD", new_name: str = "NEW") -> Diff:
     d = Diff(old_name, new_name, factor)
+    d.problems = [f"{name}: {p}" for name, rep in ((old_name, old), (new_name, new))
+                  for p in check_report(rep)]
     before = {r["nodeid"]: r for r in old["results"]}
     after = {r["nodeid"]: r for r in new["results"]}
     for nodeid, r in sorted(after.items()):
@@ -155,6 +159,8 @@ def _rows(d: Diff) -> list[tuple[str, list[dict[str, Any]]]]:
 
 
 def verdict_of(d: Diff) -> str:
+    if d.problems:
+        return "A REPORT DOES NOT ADD UP"
     if d.regressions:
         return "REGRESSED"
     if d.settings:
@@ -167,6 +173,9 @@ def render_text(d: Diff, markdown: bool = False) -> str:
     head = "## " if markdown else ""
     lines = [f"{'# ' if markdown else ''}torch-conformance diff: {verdict_of(d)}", "",
              f"OLD {code(d.old)}", f"NEW {code(d.new)}", ""]
+    if d.problems:
+        lines += [f"{head}Reports that do not add up ({len(d.problems)})"]
+        lines += [f"- {p}" for p in d.problems] + [""]
     if d.settings:
         lines += [f"{head}Settings changed ({len(d.settings)})"]
         lines += [f"- {k}: {a} -> {b}" for k, a, b in d.settings]

@@ -1,10 +1,9 @@
 """A report directory's manifest, and ``torch-conformance verify DIR``.
 
 ``SHA256SUMS`` lists the SHA-256 of every file of the report directory in ``sha256sum``'s
-format (``sha256sum -c SHA256SUMS`` checks it without this tool). ``verify`` checks it —
-every listed file present and unchanged, no file added — and that the report is internally
-consistent: the counts per outcome add up to ``collected`` and match the results, and the
-verdict is the one those counts give. The manifest makes a report tamper-evident, not
+format (``sha256sum -c SHA256SUMS`` checks it without this tool). ``verify`` checks it (every
+listed file present and unchanged, no file added) and that the report is consistent
+(``consistency.py``). The manifest makes a report tamper-evident, not
 authentic: whoever can rewrite the report can rewrite the manifest, so a lab that hands a
 report on signs ``SHA256SUMS`` (gpg, sigstore) as it signs any release artefact.
 """
@@ -13,11 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conformance.harness.outcomes import OUTCOMES, verdict
+from conformance.report.consistency import check_report
 
 MANIFEST = "SHA256SUMS"
 CHUNK = 1 << 20
@@ -67,40 +65,6 @@ def check_manifest(directory: Path) -> list[str]:
     return problems
 
 
-def check_counts(report: dict[str, Any]) -> list[str]:
-    """Whether the report's counts add up (to ``collected``, and to its results)."""
-    problems = []
-    summary = report.get("summary") or {}
-    results = report.get("results") or []
-    collected = report.get("collected")
-    total = sum(int(summary.get(o, 0)) for o in OUTCOMES)
-    if total != collected:
-        problems.append(f"the counts per outcome add up to {total}, not collected = {collected}")
-    if len(results) != collected:
-        problems.append(f"{len(results)} results, not collected = {collected}")
-    seen = Counter(r.get("outcome") for r in results)
-    for outcome in sorted(set(OUTCOMES) | set(seen), key=str):
-        if outcome not in OUTCOMES:
-            problems.append(f"{seen[outcome]} results have an unknown outcome {outcome!r}")
-        elif seen.get(outcome, 0) != int(summary.get(outcome, 0)):
-            problems.append(f"summary says {summary.get(outcome, 0)} {outcome}, the results "
-                            f"have {seen.get(outcome, 0)}")
-    if len({r.get("nodeid") for r in results}) != len(results):
-        problems.append("a test appears more than once in the results")
-    counted = verdict({o: seen.get(o, 0) for o in OUTCOMES},
-                      bool((report.get("run") or {}).get("allow_partial")))
-    said = report.get("verdict")
-    must = report.get("must_pass") or {}
-    if said == "PASS" and must.get("strict") and (must.get("not_passed")
-                                                  or must.get("areas_not_collected")):
-        problems.append("verdict PASS under --strict, but must-pass tests did not pass")
-    if said == "PASS" and counted != "PASS":
-        problems.append(f"verdict PASS, but the results give {counted}")
-    elif said not in ("PASS", "FAIL", "INCOMPLETE"):
-        problems.append(f"verdict {said!r} is not PASS, FAIL or INCOMPLETE")
-    return problems
-
-
 def verify(directory: Path) -> tuple[dict[str, Any] | None, list[str]]:
     """(the report, every problem found); the report is None if report.json is unreadable."""
     problems = check_manifest(directory)
@@ -108,4 +72,4 @@ def verify(directory: Path) -> tuple[dict[str, Any] | None, list[str]]:
         report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return None, [*problems, f"report.json: unreadable ({type(exc).__name__})"]
-    return report, problems + check_counts(report)
+    return report, problems + check_report(report, directory)

@@ -19,7 +19,7 @@ from typing import Any
 from conformance.report import mustpass
 from conformance.report.collect import Collector, Entry, build_report
 from conformance.report.diff import ReportError, load_report
-from conformance.report.manifest import write_manifest
+from conformance.report.manifest import MANIFEST, verify, write_manifest
 from conformance.report.settings import disagreement
 from conformance.report.write import write_report
 
@@ -168,6 +168,26 @@ def merge_junit(paths: list[Path], out: Path) -> Path | None:
     return out
 
 
+def _verify_inputs(inputs: list[Path], allow_partial: bool) -> list[str]:
+    """Each input verifies (its manifest and counts, ``torch-conformance verify``): a merge
+    must not launder an edited report into a fresh manifest. An input without a manifest is
+    refused unless --allow-partial (then a warning)."""
+    warnings = []
+    for p in inputs:
+        folder = p if p.is_dir() else p.parent
+        if not (folder / MANIFEST).is_file() or (p.is_file() and p.name != "report.json"):
+            line = f"{p}: no {MANIFEST} next to it, so it cannot be verified"
+            if not allow_partial:
+                raise MergeRefused(f"{line}; not merged (--allow-partial merges it)")
+            warnings.append(f"partial merge: {line}")
+            continue
+        _, problems = verify(folder)
+        if problems:
+            raise MergeRefused(f"{p}: does not verify ({problems[0]}; torch-conformance "
+                               f"verify {folder}); not merged")
+    return warnings
+
+
 def merge_dirs(inputs: list[Path], output: Path,
                allow_partial: bool = False) -> tuple[dict[str, Any], list[Path]]:
     try:
@@ -175,6 +195,7 @@ def merge_dirs(inputs: list[Path], output: Path,
     except ReportError as exc:
         raise MergeError(str(exc)) from None
     merged = merge_reports(loaded, allow_partial)
+    merged["warnings"] += _verify_inputs(inputs, allow_partial)
     merged["exit_status"] = {"PASS": 0, "FAIL": 1}.get(merged["verdict"], 2)
     written = write_report(output, merged)
     junit = merge_junit([(p if p.is_dir() else p.parent) / "junit.xml" for p in inputs],

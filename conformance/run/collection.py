@@ -13,14 +13,13 @@ import torch
 from conformance.harness.outcomes import SKIPPED_TAG, UNSUPPORTED_TAG
 from conformance.harness.record import reproduce_command
 from conformance.harness.registry import Impl
-from conformance.harness.runstate import PROFILES, STATE, RunState
+from conformance.harness.runstate import MUST_PASS, PROFILES, STATE, RunState
 from conformance.run.accounting import MatrixWarning
 from conformance.run.keys import (
     ITEM_BEYOND,
     ITEM_EXPECT,
     ITEM_META,
     ITEM_TOLERANCE,
-    MUST_PASS,
     NO_IMPL_MARK,
 )
 from conformance.run.verdicts import fixed_in_note

@@ -13,6 +13,4 @@ ITEM_TOLERANCE = pytest.StashKey[tuple]()
 ITEM_RECORD = pytest.StashKey[Record]()
 ITEM_EXPECT = pytest.StashKey[list]()
 ITEM_BEYOND = pytest.StashKey[list]()  # "fixed in X?" notes of entries past their measurements
-# test id -> metadata of every must-pass test collected (before -k / -m deselection)
-MUST_PASS = pytest.StashKey[dict]()
 NO_IMPL_MARK = pytest.mark.conformance_no_impl

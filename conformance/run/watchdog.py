@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from conformance.harness.runstate import RunState
-from conformance.run.keys import ITEM_META, MUST_PASS
+from conformance.harness.runstate import MUST_PASS, RunState
+from conformance.run.keys import ITEM_META
 
 DEFAULT_TIMEOUT_S = 60.0
 PROFILE_FACTOR = {"ci": 1.0, "dev": 3.0, "thorough": 10.0}

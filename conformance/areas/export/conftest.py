@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.areas.export.plan import planned
-from conformance.harness.runstate import STATE
+from conformance.harness.runstate import STATE, left_out_by_profile
 
 LEFT_OUT = pytest.StashKey[int]()
 
@@ -28,6 +28,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         items[:] = keep
         config.hook.pytest_deselected(items=drop)
+        left_out_by_profile(config, drop)
     config.stash[LEFT_OUT] = len(drop)
 
 

@@ -115,6 +115,13 @@ class RunState:
                                             f"{beyond[2]}" if beyond else None)})
         return out
 
+    def must_pass_areas(self) -> list[str] | None:
+        """The areas of this device's must-pass list it runs (None: the matrix gives none)."""
+        spec = self.matrix.devices.get(self.device.matrix_key)
+        if spec is None or spec.must_pass is None:
+            return None
+        return sorted(spec.must_pass.areas & spec.areas)
+
     def run_info(self) -> dict[str, Any]:
         return {
             "matrix_entries": self.matrix_entries(),
@@ -127,6 +134,7 @@ class RunState:
             "shard": self.shard,
             "allow_partial": self.allow_partial,
             "strict": self.strict,
+            "must_pass_areas": self.must_pass_areas(),
             "impl_options": self.impl_options,
             "implementations": [
                 {"area": i.area, "name": i.name, "spec": i.spec, "origin": i.origin,

@@ -52,3 +52,20 @@ def failing(summary: dict[str, Any] | None) -> str | None:
     if not summary["required"] and not parts:
         parts.append("this device's must-pass list is empty here (the matrix gives none)")
     return "; ".join(parts) or None
+
+
+def judge(report: dict[str, Any], required: dict[str, Any] | list[str]) -> None:
+    """Add the must-pass summary to a run's report (``run.must_pass_areas``: None when the
+    device has no list) and, under --strict and not for a shard, fail a list not all
+    passed."""
+    run = report.get("run") or {}
+    listed = run.get("must_pass_areas")
+    if listed is None:
+        return
+    outcomes = {r["nodeid"]: (r["outcome"], r["reason"]) for r in report["results"]}
+    areas = {r.get("area") for r in report["results"]}
+    report["must_pass"] = summarize(required, outcomes, listed, areas, bool(run.get("strict")))
+    why = failing(report["must_pass"])
+    if why and not run.get("shard"):
+        report["verdict"] = "FAIL"
+        report["warnings"].append(f"--strict: {why}")

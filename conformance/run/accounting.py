@@ -179,19 +179,7 @@ class Accounting:
     def _must_pass(self, report: dict[str, Any]) -> None:
         """The must-pass list's outcome; under --strict (not a shard: merge judges the whole
         run) a list not all passed makes the verdict FAIL."""
-        spec = self.state.matrix.devices.get(self.state.device.matrix_key)
-        if spec is None or spec.must_pass is None:
-            return
-        required = read_must_pass(self.folder) or {}
-        outcomes = {n: (e.outcome, e.reason) for n, e in self.collector.entries.items()}
-        areas = {e.meta.get("area") for e in self.collector.entries.values()}
-        listed = sorted(spec.must_pass.areas & spec.areas)
-        report["must_pass"] = mustpass.summarize(required, outcomes, listed, areas,
-                                                 self.state.strict)
-        why = mustpass.failing(report["must_pass"])
-        if why and self.state.shard is None:
-            report["verdict"] = "FAIL"
-            report["warnings"].append(f"--strict: {why}")
+        mustpass.judge(report, read_must_pass(self.folder) or {})
 
     def _close(self) -> None:
         if self.journal is not None:

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from conformance.report import mustpass
 from conformance.report.collect import Collector, build_report
 from conformance.report.write import write_report
-from conformance.run.watchdog import read_crash, read_manifest
+from conformance.run.watchdog import read_crash, read_manifest, read_must_pass
 
 FOLDER = "journal"
 FILE = "journal.jsonl"
@@ -159,6 +160,7 @@ def rebuild(report_dir: Path) -> dict[str, Any]:
                                                         crash["stack"])
     collector.finalize(why)
     report = build_report(collector, header.get("environment", {}), header.get("run", {}))
+    mustpass.judge(report, read_must_pass(folder) or {})
     report["exit_status"] = header.get("exit_status")
     report["journal"] = {"finished": finished, "rebuilt": True, "folder": str(folder)}
     write_report(report_dir, report)

@@ -11,6 +11,7 @@ written for torch's own bugs do not apply to an implementation that does not hav
 - ``index_select``  (area ``indexing.index_select``)
 - ``embedding_bag`` (area ``indexing.embedding_bag``)
 - ``torchscript``   (area ``export``): a TorchScript script / save / load round trip.
+- ``onnxruntime_roundtrip`` (area ``export``) is in ``outside_impls_onnx.py``.
 """
 
 from __future__ import annotations
@@ -231,7 +232,7 @@ def _private_dir() -> Path:
     """A temporary directory only this process writes to (removed at exit)."""
     global _DIR
     if _DIR is None:
-        _DIR = Path(tempfile.mkdtemp(prefix="outside-torchscript-"))
+        _DIR = Path(tempfile.mkdtemp(prefix="outside-export-"))
         atexit.register(shutil.rmtree, _DIR, True)
     return _DIR
 

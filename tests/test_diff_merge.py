@@ -143,7 +143,7 @@ def test_two_shards_merged_equal_the_unsharded_run(erfcx_runs, tmp_path):
 
 def test_merge_refuses_other_versions_and_matrices(erfcx_runs, tmp_path):
     base = erfcx_runs["clean"].report
-    for change, words in ((("suite", "version"), "different suite versions"),
+    for change, words in ((("suite", "commit"), "different suite versions"),
                           (("run", "matrix_sha256"), "different device matrices")):
         other = copy.deepcopy(base)
         target = other

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conformance.report.suite import describe
-
 # what merge requires equal (key: what it is called in a one-line refusal)
 MERGE_KEYS = {"suite": "suite versions", "schema": "report schemas",
               "matrix": "device matrices", "profile": "profiles", "seed": "seeds",
@@ -22,8 +20,7 @@ def settings(report: dict[str, Any]) -> dict[str, str]:
     run, env = report.get("run") or {}, report.get("environment") or {}
     device = env.get("device") or {}
     out = {
-        "suite": describe(report.get("suite")) if report.get("suite")
-        else f"{report.get('tool_version')} at an unknown commit",
+        "suite": _suite(report),
         "schema": str(report.get("schema_version")),
         "matrix": f"sha256 {str(run.get('matrix_sha256'))[:16]}",
         "profile": str(run.get("profile")),
@@ -43,6 +40,16 @@ def settings(report: dict[str, Any]) -> dict[str, str]:
     out["implementations"] = json.dumps(sorted(impls.items()))
     out.update(impls)
     return out
+
+
+def _suite(report: dict[str, Any]) -> str:
+    """The suite that ran: its commit (and whether the tree had changes) where known, which
+    an editable install's version string (fixed at install time) is not; else its version."""
+    suite = report.get("suite") or {}
+    if suite.get("commit"):
+        return f"commit {suite['commit'][:12]}" + (" with uncommitted changes"
+                                                    if suite.get("dirty") else "")
+    return f"version {suite.get('version') or report.get('tool_version')}, commit unknown"
 
 
 def changed(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -25,21 +25,28 @@ def _git(*args: str) -> str | None:
 
 @cache
 def identity() -> dict[str, Any]:
-    """{"version", "commit", "dirty", "source"}: commit and dirty are None when unknown."""
+    """{"version", "commit", "dirty", "source", "installed_commit"}: None when unknown.
+    ``installed_commit`` is the one the version was computed at (pip install time)."""
+    from conformance import COMMIT_AT_INSTALL
+
+    installed = (COMMIT_AT_INSTALL or "").removeprefix("g") or None
     commit = _git("rev-parse", "HEAD") if (ROOT / ".git").exists() else None
     if commit is not None:
         status = _git("status", "--porcelain", "--untracked-files=no")
         return {"version": __version__, "commit": commit,
-                "dirty": None if status is None else bool(status), "source": "git checkout"}
-    from conformance import COMMIT_AT_INSTALL as installed
-    return {"version": __version__, "commit": (installed or "").removeprefix("g") or None,
-            "dirty": None, "source": "installed package"}
+                "dirty": None if status is None else bool(status), "source": "git checkout",
+                "installed_commit": installed}
+    return {"version": __version__, "commit": installed, "dirty": None,
+            "source": "installed package", "installed_commit": installed}
 
 
 def describe(suite: dict[str, Any] | None) -> str:
     """One line: version, commit (12 digits) and whether the tree had changes."""
     if not suite:
         return "unknown"
-    commit = suite.get("commit")
-    text = f"{suite.get('version')} at {commit[:12] if commit else 'an unknown commit'}"
+    commit, installed = suite.get("commit"), suite.get("installed_commit")
+    version = suite.get("version")
+    if commit and installed and not commit.startswith(installed):  # an editable install
+        version = f"{version} (installed at {installed[:9]})"
+    text = f"{version} at {commit[:12] if commit else 'an unknown commit'}"
     return text + (" with uncommitted changes" if suite.get("dirty") else "")

@@ -160,7 +160,7 @@ def apply_matrix(config: pytest.Config, items: list[pytest.Item]) -> None:
                                                             None))
         if (must is not None and not xfails and not (emulation and not state.emulated)
                 and must.why_not(item.nodeid, area, test_impl) is None):
-            meta["must_pass"] = True  # a skip, an expected failure or a not-run counts against
+            meta["must_pass"] = True  # a skip, a not-run or a deselection counts against
             required[item.nodeid] = meta
         missing = _missing_reason(item, state)
         if missing is not None:

@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from conformance.harness.outcomes import BAD_OUTCOMES, OUTCOMES
+from conformance.report import mustpass, suite
 from conformance.report.plots import as_margin
 from conformance.report.tables import area_times
 
@@ -48,6 +49,8 @@ def _environment(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("device tags", ", ".join(dev.get("tags") or ())),
         ("run", f"profile {run.get('profile')}, seed {run.get('seed')}, matrix "
                 f"{run.get('matrix')}"),
+        ("suite", suite.describe(report.get("suite"))),
+        ("must-pass list", mustpass.describe(report.get("must_pass")) or "none for this device"),
         ("command", run.get("command")),
         ("created", report.get("created")),
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.harness.outcomes import OUTCOMES
+from conformance.report import mustpass, suite
 from conformance.report.tables import (
     BULKY_NOTES,
     export_table,
@@ -45,6 +46,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- torch {env['torch']}, CUDA {env['cuda']}, HIP {env['hip']}, "
         f"Python {env['python']}, BLAS {env['blas'].get('BLAS_INFO', '?')}",
         f"- profile `{run['profile']}`, seed {run['seed']}, matrix `{run['matrix']}`",
+        f"- suite {suite.describe(report.get('suite'))}; must-pass list: "
+        f"{mustpass.describe(report.get('must_pass')) or 'none for this device'}",
         "- device-side assertions: " + ", ".join(
             f"{k}={v}" for k, v in (env.get("device_side_assertions") or {}).items()),
         "- matmul settings: " + ", ".join(f"{k}={v}" for k, v in

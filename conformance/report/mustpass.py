@@ -69,3 +69,13 @@ def judge(report: dict[str, Any], required: dict[str, Any] | list[str]) -> None:
     if why and not run.get("shard"):
         report["verdict"] = "FAIL"
         report["warnings"].append(f"--strict: {why}")
+
+
+def describe(summary: dict[str, Any] | None) -> str | None:
+    """One line for the report's header: "3721 of 3721 passed (--strict)", and why not."""
+    if not summary:
+        return None
+    why = failing({**summary, "strict": True})
+    return (f"{summary['passed']} of {summary['required']} passed "
+            f"({'--strict' if summary.get('strict') else 'not --strict: informative'})"
+            + (f"; {why}" if why and summary.get("not_passed") else ""))

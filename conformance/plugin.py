@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from conformance.harness import memo, threads
+from conformance.harness import memo, quiet_exit, threads
 from conformance.harness.deps import PROBED_TAGS
 from conformance.harness.errors import ConfigError
 from conformance.harness.profiles import apply_profile
@@ -35,6 +35,8 @@ from conformance.run.accounting import Accounting
 from conformance.run.keys import COLLECTOR
 
 HEADER_VERSIONS = ("torch", "triton", "numpy", "scipy")
+
+quiet_exit.install()  # first exit handler registered: it runs after the others
 
 # the fixtures areas use; the isolated fixture and marker, --isolation
 pytest_plugins = ["conformance.run.isolation", "conformance.run.fixtures"]
@@ -146,14 +148,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     state = config.stash[STATE]
-    impls = ", ".join(f"{i.area}:{i.name}" for i in state.registry.all()) or "(none)"
+    impls = state.registry.all()
+    builtin = [i for i in impls if i.origin == "builtin"]
+    yours = [f"{i.area}={i.spec} ({i.origin})" for i in impls if i.origin != "builtin"]
+    listed = (f"{len(builtin)} built-in in {len({i.area for i in builtin})} areas"
+              + (f"; yours: {', '.join(yours)}" if yours else "")) if impls else "(none)"
     return [
         f"torch-conformance: device {state.device.torch_device} ({state.device.name}), "
         f"matrix key {state.device.matrix_key}, torch {torch.__version__}",
         f"torch-conformance: suite {describe_suite(identity())}",
         f"torch-conformance: profile {state.profile}, seed {state.seed} "
         f"(reproduce with --seed={state.seed}), matrix {state.matrix.path}",
-        f"torch-conformance: implementations: {impls}",
+        f"torch-conformance: implementations: {listed}",
         "torch-conformance: versions: " + ", ".join(
             f"{d} {installed_version(d) or '(not installed)'}" for d in HEADER_VERSIONS),
         *(f"torch-conformance: {tag} absent: {why}"

@@ -48,13 +48,6 @@ class SuiteRun:
         return out
 
 
-def without_exit_noise(stderr: str) -> str:
-    """stderr without the reference-leak report nanobind prints at interpreter exit after
-    Triton >= 3.9 was imported (not ours; it would hide what the suite itself wrote)."""
-    at = stderr.find("nanobind: leaked")
-    return stderr if at < 0 else stderr[:stderr.rfind("\n", 0, at) + 1]
-
-
 def run_suite(args: list[str], tmp_path: Path, *, report: bool = True,
               timeout: float = 600) -> SuiteRun:
     """Run ``pytest`` in a child process (planted modules importable as ``planted.*``)."""
@@ -71,7 +64,7 @@ def run_suite(args: list[str], tmp_path: Path, *, report: bool = True,
     data = None
     if report and (report_dir / "report.json").exists():
         data = json.loads((report_dir / "report.json").read_text())
-    return SuiteRun(proc.returncode, proc.stdout, without_exit_noise(proc.stderr), data,
+    return SuiteRun(proc.returncode, proc.stdout, proc.stderr, data,
                     report_dir)
 
 

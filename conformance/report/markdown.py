@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.harness.outcomes import OUTCOMES
-from conformance.report import mustpass, suite
+from conformance.report import mustpass, suite, triage
 from conformance.report.tables import (
     BULKY_NOTES,
     export_table,
@@ -29,6 +29,36 @@ def _grouped_by_reason(rows: list[dict[str, Any]]) -> list[str]:
         example = ids[0].split("::", 1)[-1]
         cell = reason.replace("|", "\\|")
         lines.append(f"| {area} | `{impl}` | {len(ids)} | {cell} | `{example}` |")
+    return lines
+
+
+GROUP_TESTS_LISTED = 50  # test ids listed per failure group (report.json has them all)
+
+
+def _failure_groups(rows: list[dict[str, Any]]) -> list[str]:
+    """Failures grouped by area, check and implementation: a table, then per group its first
+    example (reason, reproduce line, stack) and its tests (collapsed)."""
+    groups = triage.group_failures(rows)
+    lines = triage.markdown_lines(groups)
+    for i, g in enumerate(groups, 1):
+        first = g.first
+        lines += ["", f"### {i}. [{g.area}] `{g.check}`, `{g.impl}`: {g.counts_text()}", "",
+                  f"- first: `{first['nodeid']}` ({first['outcome']}): {first['reason']}"]
+        if first.get("reproduce"):
+            lines.append(f"  - reproduce: `{first['reproduce']}`")
+        if first.get("repro_script"):
+            lines.append(f"  - standalone reproducer: `{first['repro_script']}`")
+        stack = (first.get("notes") or {}).get("stack")
+        if stack:
+            lines += ["", "  ```", *(f"  {s}" for s in stack.splitlines()[:20]), "  ```"]
+        if g.count > 1:
+            listed = g.results[1:GROUP_TESTS_LISTED + 1]
+            lines += ["", f"<details><summary>{g.count - 1} more in this group</summary>", ""]
+            lines += [f"- `{r['nodeid']}` ({r['outcome']}): "
+                      f"{triage.short_reason(r['reason'], 200)}" for r in listed]
+            if g.count - 1 > len(listed):
+                lines.append(f"- ... and {g.count - 1 - len(listed)} more (report.json)")
+            lines += ["", "</details>"]
     return lines
 
 
@@ -91,6 +121,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += ["", f"## {title} ({len(rows)})", ""]
         if outcomes[0] in ("unsupported", "skipped", "not-run"):
             lines += _grouped_by_reason(rows)
+            continue
+        if title == "Failures":
+            lines += _failure_groups(rows)
             continue
         for r in rows[:200]:
             lines.append(f"- `{r['nodeid']}`: {r['reason']}")

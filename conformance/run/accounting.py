@@ -15,18 +15,16 @@ from typing import Any
 
 import pytest
 
-from conformance.harness.outcomes import BAD_OUTCOMES, OUTCOMES
+from conformance.harness.outcomes import BAD_OUTCOMES
 from conformance.harness.runstate import RunState
 from conformance.report import mustpass
-from conformance.report.collect import CRASH_KEY, Collector, build_report, entries_to_narrow
+from conformance.report.collect import CRASH_KEY, Collector, build_report
 from conformance.report.manifest import write_manifest
 from conformance.report.write import write_report
-from conformance.run import journal, junit
+from conformance.run import journal, junit, terminal
 from conformance.run.watchdog import crash_file, read_crash, read_manifest, read_must_pass
 
 EXIT_OF = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 2}  # pytest's: tests failed / interrupted
-
-NOT_RUN_SHOWN = 5  # reasons listed per plugged-in implementation in the terminal summary
 
 
 class MatrixWarning(UserWarning):
@@ -46,6 +44,7 @@ class Accounting:
         self.environment: dict[str, Any] | None = None
         self.report: dict[str, Any] | None = None
         self.write_error: str | None = None
+        self.tracebacks_left_out = False  # past terminal.GROUP_FROM failures
         if state.report_dir is not None:  # the journal lives with the report
             self.recovered = journal.recover(state.report_dir)
             self.folder = state.report_dir / journal.FOLDER
@@ -136,6 +135,9 @@ class Accounting:
         self.collector.collected = read_manifest(self.folder)
         not_run = [n for n in self.collector.collected if n not in self.collector.entries]
         self.collector.finalize(self._why_not_run(session))
+        counts = self.collector.counts()
+        self.tracebacks_left_out = terminal.quiet_tracebacks(
+            self.config, sum(counts[o] for o in BAD_OUTCOMES))
         junit.add_not_run(self.config, [self.collector.entries[n] for n in not_run])
         # a shard may hold none of an implementation's tests: merge judges the whole run
         if self.vacuous() and session.exitstatus == 0 and self.state.shard is None:
@@ -191,71 +193,7 @@ class Accounting:
         return [a for a in self.state.matrix.areas if not self.state.registry.for_area(a)]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        tr = terminalreporter
-        empty, vacuous = self.areas_without_impls(), self.vacuous()
-        if not self.collector.entries and not empty and not vacuous:
-            return
-        tr.section("torch-conformance")
-        for area in empty:
-            tr.write_line(f"  {area:<8} no implementation registered"
-                          + (" (--no-builtins)" if not self.state.include_builtins else ""))
-        for line in vacuous:
-            if self.state.shard is None:
-                tr.write_line(f"ERROR: {line}", red=True)
-            else:
-                tr.write_line(f"note (this shard only; merge judges the run): {line}")
-        if not self.collector.entries:
-            return
-        counts = self.collector.counts()
-        tr.write_line(", ".join(f"{counts[o]} {o}" for o in OUTCOMES))
-        plugged = {i.name for i in self.state.registry.all() if i.origin != "builtin"}
-        for area, impls in sorted(self.collector.by_area().items()):
-            for impl, row in sorted(impls.items()):
-                margin = row["worst_margin"]
-                shown = "-" if margin is None else f"{margin:.3g}"
-                tr.write_line(
-                    f"  {area:<8} {impl:<24} ran {row['ran']:>4}  passed {row['passed']:>4}  "
-                    f"failed {sum(row[o] for o in BAD_OUTCOMES if o != 'unexpected-pass'):>3}  "
-                    f"xfail {row['expected-fail']:>3}  unsupported {row['unsupported']:>4}  "
-                    f"skipped {row['skipped']:>3}  worst margin {shown}"
-                    + (f"  NOT RUN {row['not-run']}" if row["not-run"] else ""))
-                if impl in plugged:  # a user's implementation: why the rest did not run
-                    for reason, n in list(row["not_run"].items())[:NOT_RUN_SHOWN]:
-                        tr.write_line(f"      not run: {n} {reason}")
-        for label, (release, gate, n) in entries_to_narrow(self.collector.entries.values()).items():
-            tr.write_line(f"fixed in {release}? matrix {label}: {n} expected "
-                          f"failure{'s' if n > 1 else ''} passed past the releases it was "
-                          f"measured on (counted as passed); narrow its versions to {gate}",
-                          yellow=True)
-        if self.report is not None:
-            self._write_verdict(tr)
-        if self.write_error is not None:
-            tr.write_line(f"ERROR: the report was not written: {self.write_error} (a defect "
-                          "of torch-conformance: please report it; exit status 3)", red=True)
-        if self.state.report_dir is not None:
-            tr.write_line(f"report: {self.state.report_dir / 'report.json'}, "
-                          f"{self.state.report_dir / 'report.html'}, "
-                          f"{self.state.report_dir / 'summary.md'}, {self.config.option.xmlpath}")
-
-
-    def _write_verdict(self, tr: Any) -> None:
-        report = self.report
-        counts = ", ".join(f"{n} {o}" for o, n in report["summary"].items() if n)
-        colour = {"PASS": {"green": True}, "FAIL": {"red": True},
-                  "INCOMPLETE": {"yellow": True}}[report["verdict"]]
-        must = report.get("must_pass")
-        if must is not None and (must["strict"] or must["not_passed"]):
-            why = mustpass.failing(must)
-            shard = self.state.shard is not None
-            tr.write_line(f"must-pass ({'--strict' if must['strict'] else 'not --strict'}): "
-                          f"{must['passed']} of {must['required']} passed"
-                          + (f"; {why}" if why else "")
-                          + ("; a shard: merge judges the whole list" if shard else ""),
-                          red=bool(why) and not shard)
-            for t in must["tests_not_passed"][:NOT_RUN_SHOWN]:
-                tr.write_line(f"  {t['outcome']}: {t['nodeid']}: {t['reason'][:160]}")
-        tr.write_line(f"torch-conformance verdict: {report['verdict']} "
-                      f"({report['collected']} collected: {counts})", bold=True, **colour)
+        terminal.write_summary(self, terminalreporter)
 
 
 def _draw_in_background(results: list[dict[str, Any]]) -> tuple[threading.Thread, dict[str, Any]]:

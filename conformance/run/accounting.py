@@ -27,6 +27,19 @@ from conformance.run.watchdog import crash_file, read_crash, read_manifest, read
 EXIT_OF = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 2}  # pytest's: tests failed / interrupted
 
 
+_PROJECT = Path(__file__).resolve().parents[2]  # conformance/, oracles/, impls/ live here
+SUITE_WARNING = "the suite's own code warned (a defect of torch-conformance):"
+
+
+def _suite_file(filename: str) -> bool:
+    """True for a file of the suite (conformance/, oracles/, impls/), not a user's."""
+    try:
+        rel = Path(filename).resolve().relative_to(_PROJECT)
+    except ValueError:
+        return False
+    return rel.parts[0] in ("conformance", "oracles", "impls") and "tests" not in rel.parts
+
+
 class MatrixWarning(UserWarning):
     """A matrix entry matched no collected test (a typo, or a test that was renamed)."""
 
@@ -103,10 +116,15 @@ class Accounting:
         return "the run ended before it ran them (--maxfail / -x, or its workers were lost)"
 
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
+        text = None
         if issubclass(warning_message.category, MatrixWarning):
             text = str(warning_message.message)
-            if text not in self.collector.warnings:
-                self.collector.warnings.append(text)
+        elif _suite_file(warning_message.filename):  # a defect of ours, never noise
+            where = Path(warning_message.filename).relative_to(_PROJECT)
+            text = (f"{SUITE_WARNING} {where}:{warning_message.lineno}: "
+                    f"{warning_message.category.__name__}: {warning_message.message}")
+        if text is not None and text not in self.collector.warnings:
+            self.collector.warnings.append(text)
 
     def vacuous(self) -> list[str]:
         """One line per --impl / entry-point implementation that ran no check."""

@@ -84,8 +84,9 @@ def implementation_lines(by_area: dict[str, dict[str, dict[str, Any]]],
         margins = [r["worst_margin"] for *_, r in quiet if r["worst_margin"] is not None]
         worst = f"; worst margin {max(margins):.3g}" if margins else ""
         areas = len({a for _, a, _, _ in quiet})
-        lines.append(f"  {len(quiet)} {'other ' if shown else ''}implementations in {areas} "
-                     f"areas: no failure, nothing left unrun{worst}")
+        lines.append(f"  {len(quiet)} {'other ' if shown else ''}implementation"
+                     f"{'s' * (len(quiet) > 1)} in {areas} area{'s' * (areas > 1)}: "
+                     f"no failure, nothing left unrun{worst}")
     return lines
 
 

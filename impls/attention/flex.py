@@ -8,6 +8,7 @@ recorded in the device matrix, not here.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 import torch
@@ -33,7 +34,11 @@ def _flex(fn: Any, q, k, v, score_mod=None, block_mask=None, scale=None, enable_
 
 def flex_eager(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
                return_lse=False):
-    return _flex(flex_attention, q, k, v, score_mod, block_mask, scale, enable_gqa, return_lse)
+    # uncompiled on purpose (the reference path): torch's advice to compile it is noise here
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        return _flex(flex_attention, q, k, v, score_mod, block_mask, scale, enable_gqa,
+                     return_lse)
 
 
 # Dynamo compiles flex_attention once per (mask, score mod, shape, dtype) and, past its

@@ -46,7 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("torch-conformance")
     group.addoption("--device", default="auto",
                     help="device to qualify: auto (default: best accelerator, else cpu), "
-                         "cpu, cuda (also ROCm), mps, xpu")
+                         "cpu, cuda (also ROCm), mps, xpu; cuda:N / xpu:N: GPU N for "
+                         "every xdist worker")
     group.addoption("--device-matrix", default=None, metavar="PATH",
                     help="capability matrix (default: the project's device_matrix.yaml)")
     group.addoption("--impl", action="append", dest="conformance_impl", default=[],

@@ -38,6 +38,9 @@ class DeviceInfo:
     tags: frozenset[str] = field(default_factory=frozenset)
     details: dict[str, Any] = field(default_factory=dict)
     absent: dict[str, str] = field(default_factory=dict)  # probed tag -> why it is absent
+    index: int | None = None  # the GPU's index (cuda / xpu), None elsewhere
+    pinned: bool = False  # --device=KIND:N: every xdist worker on GPU N
+    spread: tuple[int, ...] = ()  # --device=KIND under xdist: the GPUs the workers take
 
 
 def _available(kind: str) -> bool:
@@ -126,18 +129,67 @@ def _package_tags() -> tuple[set[str], dict[str, str]]:
     return present | probed, {**absent, **failed}
 
 
-def resolve_device(requested: str) -> DeviceInfo:
-    """Turn ``--device`` into a DeviceInfo; ConfigError (one line) if unknown/unavailable."""
-    if requested not in DEVICE_CHOICES:
-        raise ConfigError(
-            f"--device: unknown device {requested!r} (expected one of: {', '.join(DEVICE_CHOICES)})"
-        )
-    kind = _auto() if requested == "auto" else requested
+INDEXED_KINDS = ("cuda", "xpu")  # the kinds --device=KIND:N takes
+TORCHRUN_ENV = "CONFORMANCE_TORCHRUN"  # conformance.processes.torchrun.ENV (a lower layer)
+
+
+def parse_device(requested: str) -> tuple[str, int | None]:
+    """``--device`` as (kind, index): ``cuda`` -> ("cuda", None), ``cuda:1`` -> ("cuda", 1);
+    ConfigError (one line) for an unknown kind, an index a kind does not take, a bad index."""
+    kind, sep, text = requested.partition(":")
+    if kind not in DEVICE_CHOICES:
+        raise ConfigError(f"--device: unknown device {requested!r} (expected one of: "
+                          f"{', '.join(DEVICE_CHOICES)}, or cuda:N / xpu:N for GPU N)")
+    if not sep:
+        return kind, None
+    if kind not in INDEXED_KINDS:
+        raise ConfigError(f"--device={requested}: {kind} takes no device index (use "
+                          f"--device={kind}; an index is for cuda:N and xpu:N)")
+    if not text.isdigit() or not text.isascii():
+        raise ConfigError(f"--device={requested}: the device index must be a whole number "
+                          f">= 0, e.g. --device={kind}:1")
+    return kind, int(text)
+
+
+def _device_count(kind: str) -> int:
+    return int(getattr(torch, kind).device_count()) if kind in INDEXED_KINDS else 0
+
+
+def _check_index(kind: str, index: int) -> None:
+    count = _device_count(kind)
+    if index >= count:
+        held = f"indices 0-{count - 1}" if count > 1 else "index 0" if count else "none"
+        visible = "CUDA_VISIBLE_DEVICES" if kind == "cuda" else "ZE_AFFINITY_MASK"
+        raise ConfigError(f"--device={kind}:{index}: this host has {count} {kind} "
+                          f"device{'s' * (count != 1)} ({held}; {visible} narrows them)")
+    if os.environ.get(TORCHRUN_ENV):
+        raise ConfigError(f"--device={kind}:{index}: under torchrun each rank uses its "
+                          f"LOCAL_RANK's device: give --device={kind}")
+
+
+def xdist_workers(opt: Any) -> int:
+    """How many xdist workers this controller starts (1 without xdist, and in a worker)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or getattr(opt, "dist", "no") == "no":
+        return 1
+    return max(1, len(getattr(opt, "tx", None) or ()))
+
+
+def resolve_device(requested: str, workers: int = 1) -> DeviceInfo:
+    """Turn ``--device`` into a DeviceInfo; ConfigError (one line) if unknown/unavailable.
+
+    ``cuda:N`` / ``xpu:N`` pins this process and every xdist worker to GPU N; ``cuda`` /
+    ``xpu`` alone is device 0, and under xdist each worker takes device ``gwK mod count``
+    (``workers``, the controller's worker count, says which devices the run spans)."""
+    kind, explicit = parse_device(requested)
+    kind = _auto() if kind == "auto" else kind
     if not _available(kind):
         raise ConfigError(
-            f"--device={kind}: no {kind} device is available to this torch "
-            f"{torch.__version__} build (use --device=auto or --device=cpu)"
+            f"--device={requested if explicit is not None else kind}: no {kind} device is "
+            f"available to this torch {torch.__version__} build (use --device=auto or "
+            "--device=cpu)"
         )
+    if explicit is not None:
+        _check_index(kind, explicit)
     package_tags, absent = _package_tags()
     tags = {kind, *package_tags}
     details: dict[str, Any] = {}
@@ -146,9 +198,14 @@ def resolve_device(requested: str) -> DeviceInfo:
         tags.add(f"blas:{blas['BLAS_INFO']}")
     if torch.backends.mkldnn.is_available():
         tags.add("mkldnn")
-    matrix_key, index, name = kind, 0, _cpu_name()
+    matrix_key, index, name = kind, None, _cpu_name()
+    spread: tuple[int, ...] = ()
+    if kind in INDEXED_KINDS:
+        count = max(_device_count(kind), 1)
+        index = explicit if explicit is not None else _worker_index() % count
+        if explicit is None and workers > 1 and count > 1:
+            spread = tuple(sorted({w % count for w in range(workers)}))
     if kind == "cuda":
-        index = _worker_index() % max(torch.cuda.device_count(), 1)
         props = torch.cuda.get_device_properties(index)
         name = props.name
         details["memory_bytes"] = int(props.total_memory)
@@ -165,16 +222,16 @@ def resolve_device(requested: str) -> DeviceInfo:
             tags.add(f"sm{major}{minor}")
             details["compute_capability"] = f"{major}.{minor}"
     elif kind == "xpu":
-        index = _worker_index() % max(torch.xpu.device_count(), 1)
         props = torch.xpu.get_device_properties(index)
         name = props.name
         details["memory_bytes"] = int(getattr(props, "total_memory", 0))
     elif kind == "mps":
         name = f"Apple GPU ({platform.machine()})"
-    torch_device = f"{kind}:{index}" if kind in ("cuda", "xpu") else kind
-    if torch_device != kind:
+    torch_device = f"{kind}:{index}" if index is not None else kind
+    if index is not None:
         getattr(torch, kind).set_device(index)
-    return DeviceInfo(kind, matrix_key, torch_device, name, frozenset(tags), details, absent)
+    return DeviceInfo(kind, matrix_key, torch_device, name, frozenset(tags), details, absent,
+                      index=index, pinned=explicit is not None, spread=spread)
 
 
 def _dist_version(name: str) -> str | None:
@@ -217,8 +274,18 @@ def _driver_version(info: DeviceInfo) -> str | None:
 
 
 def environment(info: DeviceInfo) -> dict[str, Any]:
-    """Everything a reader of a report needs to know about where it ran."""
+    """Everything a reader of a report needs to know about where it ran: for a GPU its
+    identity too (index, UUID, PCI address, driver, VBIOS: ``harness/gpu.py``), and under
+    ``--device=cuda`` with xdist workers spread over several GPUs, each one's (``gpus``)."""
     driver = _driver_version(info)
+    gpu: dict[str, Any] = {}
+    gpus = None
+    if info.index is not None:
+        from conformance.harness.gpu import identity
+
+        gpu = identity(info.kind, info.index)
+        if info.spread:
+            gpus = [gpu if i == info.index else identity(info.kind, i) for i in info.spread]
     return {
         "device": {
             "requested_kind": info.kind,
@@ -227,8 +294,13 @@ def environment(info: DeviceInfo) -> dict[str, Any]:
             "name": info.name,
             "tags": sorted(info.tags),
             "absent_tags": dict(sorted(info.absent.items())),
+            "index": info.index,
+            "pinned": info.pinned,
             **info.details,
+            **{k: v for k, v in gpu.items()
+               if k != "name" and (v is not None or k not in info.details)},
         },
+        "gpus": gpus,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "hip": torch.version.hip,

@@ -14,7 +14,7 @@ import pytest
 
 from conformance.harness.errors import ConfigError
 from conformance.harness.matrix import DEFAULT_MATRIX, Matrix, load_matrix
-from conformance.harness.probe import DeviceInfo, resolve_device
+from conformance.harness.probe import DeviceInfo, resolve_device, xdist_workers
 from conformance.harness.registry import Registry, build_registry
 
 PROFILES = ("ci", "dev", "thorough")
@@ -45,7 +45,7 @@ class RunState:
             raise ConfigError(f"--profile: unknown profile {profile!r} "
                               f"(expected one of: {', '.join(PROFILES)})")
         matrix = load_matrix(opt.device_matrix)
-        device = resolve_device(opt.device)
+        device = resolve_device(opt.device, xdist_workers(opt))
         impl_options = list(opt.conformance_impl or [])
         registry = build_registry(
             {name: area.builtins for name, area in matrix.areas.items()},
@@ -83,8 +83,10 @@ class RunState:
         )
 
     def repro_args(self, impl_spec: str | None = None, impl_area: str | None = None) -> list[str]:
-        """Options that reproduce one test exactly (device, matrix, profile, seed, impl)."""
-        args = [f"--device={self.device.kind}", f"--profile={self.profile}", f"--seed={self.seed}"]
+        """Options that reproduce one test exactly (device with its index, matrix, profile,
+        seed, impl)."""
+        args = [f"--device={self.device.torch_device}", f"--profile={self.profile}",
+                f"--seed={self.seed}"]
         if self.matrix_option and Path(self.matrix_option).resolve() != DEFAULT_MATRIX.resolve():
             args.append(f"--device-matrix={self.matrix_option}")
         for text in self.impl_options:

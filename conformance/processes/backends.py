@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from conformance.processes.ranks import ONE_DEVICE_PER_RANK
+
 # matrix device key -> backends (the first is the device's native one)
 BACKENDS: dict[str, tuple[str, ...]] = {
     "cpu": ("gloo",),
@@ -15,7 +17,6 @@ BACKENDS: dict[str, tuple[str, ...]] = {
 # world sizes per backend; 3 catches code that assumes an even split
 WORLDS: dict[str, tuple[int, ...]] = {"gloo": (2, 3, 4), "nccl": (2, 3, 4, 8),
                                       "xccl": (2, 3, 4, 8)}
-ONE_DEVICE_PER_RANK = ("nccl", "xccl")
 GLOO_GPU_WORLDS = (2, 3)  # gloo with GPU tensors: ranks share the GPUs
 
 

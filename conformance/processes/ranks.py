@@ -81,15 +81,23 @@ class RanksOutcome:
         return "\n".join(lines)
 
 
-def _rank_device(device: str, rank: int) -> str:
-    """Rank r's device: the CPU, or accelerator r (modulo the devices this host has)."""
-    kind = device.split(":")[0]
+ONE_DEVICE_PER_RANK = ("nccl", "xccl")  # backends whose ranks cannot share a device
+
+
+def _rank_device(device: str, rank: int, backend: str = "gloo") -> str:
+    """Rank r's device: the CPU; the run's own device for every rank of a backend that lets
+    ranks share one (gloo); else (nccl, xccl: one device per rank) the run's device's
+    index + r, modulo the devices this host has."""
+    kind, _, index = device.partition(":")
     if kind in ("cpu", "meta"):
         return kind
+    base = int(index) if index.isdigit() else 0
+    if backend not in ONE_DEVICE_PER_RANK:
+        return f"{kind}:{base}"
     import torch
 
     count = getattr(torch, kind).device_count()
-    return f"{kind}:{rank % max(count, 1)}"
+    return f"{kind}:{(base + rank) % max(count, 1)}"
 
 
 class RankPool:
@@ -101,7 +109,7 @@ class RankPool:
         self.dir = tempfile.mkdtemp(prefix="conformance-ranks-")
         store = os.path.join(self.dir, "store")
         self.children = [
-            _Child(_rank_device(device, r), self.env,
+            _Child(_rank_device(device, r, backend), self.env,
                    (f"--dist={backend},{r},{world},{store},{GROUP_TIMEOUT:g}",))
             for r in range(world)]
         self.ready = False

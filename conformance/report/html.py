@@ -1,12 +1,19 @@
-"""``report.html``: the report as one self-contained page (inline CSS and SVG, no network).
+"""``report.html``: the report as one self-contained page (inline CSS, SVG and script; no
+network).
 
 Rendered with Jinja2 from ``templates/report.html.j2``; the plots come from
-``conformance.report.plots``. Everything shown is read from the report dict that
-``report.json`` holds, so ``torch-conformance merge`` renders a merged report the same way.
-"""
+``conformance.report.plots``, the failure groups from ``conformance.report.triage``. Every
+result is embedded as compact JSON (:func:`table_data`) for the page's script
+(``templates/report.js.j2``, inlined as is): the search box, the outcome and area filters
+and the All tests table (at most 500 rows at a time). Without JavaScript the page still
+shows the verdict, the counts and the grouped failures. Everything shown is read from the
+report dict that ``report.json`` holds, so ``torch-conformance merge`` renders a merged
+report the same way."""
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from importlib import resources
 from typing import Any
@@ -15,10 +22,14 @@ from conformance.harness.outcomes import BAD_OUTCOMES, OUTCOMES
 from conformance.report import mustpass, suite
 from conformance.report.plots import as_margin
 from conformance.report.tables import area_times
+from conformance.report.triage import by_area, group_failures, short_reason
 
 BAD = BAD_OUTCOMES
 TIGHTEST = 20
+GROUP_ROWS = 200  # tests listed inside one failure group; the All tests table has the rest
 _ENTRY = re.compile(r"^matrix (expected_failures\[\d+\]): ")
+# the characters that could end or confuse an inline <script> element, as JSON escapes
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
 def verdict(report: dict[str, Any]) -> str:
@@ -63,7 +74,7 @@ def _environment(report: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _outcome_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = [{"area": area, "impl": impl, **row}
+    rows = [{"area": area, "impl": impl, **row, "worst_margin": as_margin(row.get("worst_margin"))}
             for area, impls in report["areas"].items() for impl, row in impls.items()]
     rows.sort(key=lambda r: (-sum(r.get(o, 0) for o in BAD), r["area"], r["impl"]))
     return rows
@@ -104,6 +115,68 @@ def _expected_failures(report: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(groups.values(), key=lambda g: -len(g["tests"]))
 
 
+def _margin_text(value: Any) -> str | float | None:
+    """A worst margin for the All tests table: 3 significant digits, ``"inf"``, or None."""
+    m = as_margin(value)
+    if m is None:
+        return None
+    return str(m) if math.isinf(m) else float(f"{m:.3g}")
+
+
+def _tail(tail: str, impl: str, dtype: str) -> str:
+    """A node id's parameter tail with its implementation and dtype (first occurrence each) as
+    ``~i`` and ``~d``, marked by a leading ``~`` (a tail starts with ``[``); as is where a
+    ``~`` would make that ambiguous. report.js.j2 reverses it."""
+    if "~" in tail + impl + dtype or len(dtype) < 3 or impl not in tail:
+        return tail
+    short = tail.replace(impl, "~i", 1).replace(dtype, "~d", 1)
+    return "~" + short if short.replace("~i", impl, 1).replace("~d", dtype, 1) == tail else tail
+
+
+def table_data(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every result, compactly, for the page's All tests table and filters (rendered by
+    report.js.j2): the repeated strings (outcome, area, implementation, dtype, test function,
+    reason) as indices into their lists, and the node id as its function's index plus the
+    parameter tail (``[...]``). One row: ``[outcome, area, impl, dtype, function, tail,
+    reason, worst margin]`` (the tail shortened by :func:`_tail`)."""
+    tables: dict[str, dict[str, int]] = {k: {} for k in
+                                         ("outcomes", "areas", "impls", "dtypes", "funcs",
+                                          "reasons")}
+    for o in OUTCOMES:
+        tables["outcomes"][o] = len(tables["outcomes"])
+
+    def index(kind: str, value: Any) -> int:
+        table = tables[kind]
+        return table.setdefault(str(value), len(table))
+
+    rows = []
+    for r in results:
+        func = r["nodeid"].split("[", 1)[0]
+        impl, dtype = str(r.get("impl") or "-"), str(r.get("dtype") or "-")
+        rows.append([index("outcomes", r["outcome"]), index("areas", r.get("area") or "-"),
+                     index("impls", impl), index("dtypes", dtype), index("funcs", func),
+                     _tail(r["nodeid"][len(func):], impl, dtype),
+                     index("reasons", r.get("reason") or ""), _margin_text(r.get("worst_margin"))])
+    return {**{k: list(v) for k, v in tables.items()}, "bad": list(BAD), "rows": rows}
+
+
+def _failure_areas(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The failures grouped (area -> check -> implementation), each group with its results'
+    row indices in :func:`table_data` (for the filters) and the first GROUP_ROWS listed."""
+    where = {id(r): i for i, r in enumerate(results)}
+    return [{"area": area, "count": sum(g.count for g in groups),
+             "groups": [{"g": g, "rows": [where[id(r)] for r in g.results],
+                         "listed": [(where[id(r)], r) for r in g.results[:GROUP_ROWS]]}
+                        for g in groups]}
+            for area, groups in by_area(group_failures(results)).items()]
+
+
+def _asset(name: str) -> str:
+    """A template file's text as is, not rendered (``report.js.j2``: its ``.j2`` suffix is
+    what puts it in the package data)."""
+    return resources.files("conformance.report").joinpath("templates", name).read_text("utf-8")
+
+
 def render_template(name: str, **context: Any) -> str:
     """One of ``conformance/report/templates`` rendered with autoescaping (they share style.css)."""
     import jinja2
@@ -117,15 +190,25 @@ def render_template(name: str, **context: Any) -> str:
 
 def render_html(report: dict[str, Any], plots: dict[str, str] | None = None) -> str:
     """report.html (``plots``: the margin plots, if already drawn from these results)."""
+    import markupsafe
+
     from conformance.report.plots import all_area_svgs
 
-    failures = [r for r in report["results"] if r["outcome"] in BAD]
+    results = report["results"]
     if plots is None:
-        plots = all_area_svgs(report["results"])
+        plots = all_area_svgs(results)
+    data = json.dumps(table_data(results), separators=(",", ":"), allow_nan=False)
+    rows, areas = _outcome_rows(report), _failure_areas(results)
     return render_template("report.html.j2",
         report=report, verdict=verdict(report), outcomes=OUTCOMES,
-        environment=_environment(report), rows=_outcome_rows(report),
-        failures=failures, tightest=_tightest(report), plots=plots,
+        environment=_environment(report), rows=rows,
+        failures=sum(r["outcome"] in BAD for r in results),
+        failure_areas=areas, n_groups=sum(len(a["groups"]) for a in areas),
+        group_rows=GROUP_ROWS, short=short_reason,
+        bad_areas={r["area"] for r in rows if any(r.get(o) for o in BAD)},
+        data=markupsafe.Markup(data.translate(_SCRIPT_SAFE)),
+        script=markupsafe.Markup(_asset("report.js.j2")),
+        tightest=_tightest(report), plots=plots,
         expected=_expected_failures(report),
         unsupported=_grouped(report["results"], "unsupported"),
         skipped=_grouped(report["results"], "skipped"), times=area_times(report),

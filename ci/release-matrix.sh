@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The qualification on every torch release from 2.11 to the newest, each in its own venv,
 # exactly as a new user runs it: `pip install torch==X`, `pip install -e .`, then the
-# README's first command (`pytest -n auto --report DIR`). Not part of .ci/run (about six
+# qualification (`pytest -n auto --report DIR`). Not part of .ci/run (about six
 # minutes a release on 2 cores). Writes OUT/<release>/ (the report, the log, the exit
 # status and the wall time) and the merged table OUT/release-matrix.md
-# (torch-conformance releases); commit that table as docs/results/release-matrix.md.
+# (torch-conformance releases); commit that table as docs/results/release-matrix.md, and
+# its first table into docs/guides/versions.md between the release-table markers
+# (tests/test_release_table.py checks that the two agree).
 #
 #   usage: ci/release-matrix.sh [OUT] [RELEASE...]
 #     OUT      default release-matrix-out

@@ -1,4 +1,5 @@
-"""ci/release-matrix.sh's table (torch-conformance releases), and the README showing it."""
+"""ci/release-matrix.sh's table (torch-conformance releases), and the docs page showing it
+(docs/guides/versions.md, "Which releases qualify")."""
 
 from __future__ import annotations
 
@@ -55,9 +56,15 @@ def test_nothing_to_tabulate_is_a_usage_error(tmp_path, capsys):
     assert "no release directories" in capsys.readouterr().err
 
 
-def test_the_readme_shows_the_committed_table():
-    """The README's release table is the one ci/release-matrix.sh wrote last."""
+def test_the_versions_page_shows_the_committed_table():
+    """The release table of docs/guides/versions.md, between its release-table markers, is
+    the one ci/release-matrix.sh wrote last."""
     table = (ROOT / "docs" / "results" / "release-matrix.md").read_text()
     first = re.search(r"^\| torch \| triton .*?(?=\n\n)", table, re.S | re.M)
     assert first, "docs/results/release-matrix.md has no release table"
-    assert first.group(0) in (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "guides" / "versions.md").read_text()
+    shown = re.search(r"^<!-- release-table\b.*?-->\n(.*?)\n<!-- /release-table -->$", page,
+                      re.S | re.M)
+    assert shown, "docs/guides/versions.md has no release-table markers"
+    assert shown.group(1) == first.group(0)
+    assert "release-table" not in (ROOT / "README.md").read_text()  # one copy, in the docs

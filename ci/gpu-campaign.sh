@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU campaign: every GPU check and benchmark of every area in one run of at most
-# 8 minutes on one H200 (stages and budgets: conformance/cli/campaign.py; README, "Running on a
-# GPU"). On the GPU host, after carrying what ci/gpu-carry.sh prepared:
+# 8 minutes on one H200 (stages and budgets: conformance/cli/campaign.py;
+# docs/guides/gpu-campaign.md). On the GPU host, after carrying what ci/gpu-carry.sh prepared:
 #   usage: ci/gpu-campaign.sh OUTDIR              the campaign (python3 with torch + CUDA)
 #          ci/gpu-campaign.sh --dry-run OUTDIR    its rehearsal on a CPU (CI runs it)
 # It unpacks the CuTe DSL parts (from .gpu/ or /tmp, one of each name), installs the carried

@@ -7,7 +7,7 @@
 #   usage: ci/gpu-carry.sh            prepare .gpu/ and .whl/ (both git-ignored) here
 #          ci/gpu-carry.sh --check D  rehearse into D: pack, check the sizes against the
 #                                     limits, unpack the parts as the campaign does
-# Carrying (see README, "Running on a GPU"): call 1 carries .gpu/cute.tar.xz.part-00 and
+# Carrying (see docs/guides/gpu-campaign.md): call 1 carries .gpu/cute.tar.xz.part-00 and
 # copies it to /tmp; call 2, within 30 s while the machine is warm, carries
 # .gpu/cute.tar.xz.part-01 and .whl and runs ci/gpu-campaign.sh.
 set -euo pipefail

@@ -1,5 +1,6 @@
-"""The GPU-runner workflow parses, covers every runner label, runs the README's qualification
-command with one xdist worker per GPU and uploads the report; actionlint where available."""
+"""The GPU-runner workflow parses, covers every runner label, runs the qualification
+command (docs/guides/qualify-a-gpu.md) with one xdist worker per GPU and uploads the report;
+actionlint where available."""
 
 from __future__ import annotations
 

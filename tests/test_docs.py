@@ -187,3 +187,16 @@ def test_mkdocs_build_strict(tmp_path):
     assert "WARNING" not in out, out
     assert (tmp_path / "site" / "index.html").is_file()
     assert (tmp_path / "site" / "reference" / "exit-codes.html").is_file()
+
+
+def test_no_pointers_to_readme_sections():
+    """The README is short now: comments point at the docs pages, not at README sections
+    (the GPU campaign's own README.md and impls' package READMEs are other files)."""
+    pattern = re.compile(r"README(?:'s)?,? \"|README, [A-Z]|\(README\b(?!\.md)")
+    paths = [*(ROOT / "conformance").rglob("*.py"), *(ROOT / "conformance").rglob("*.yaml"),
+             *(ROOT / "conformance").rglob("*.j2"), *(ROOT / "ci").glob("*.sh"),
+             ROOT / ".ci" / "run"]
+    stale = [f"{p.relative_to(ROOT)}:{i}" for p in paths
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if pattern.search(line)]
+    assert not stale, f"pointers to README sections (point at docs/ instead): {stale}"

@@ -1,5 +1,5 @@
 """One honest outcome per collected test: a crashed worker, a hang, Ctrl-C and a time
-budget never come out PASS (README, "Outcomes"). Each scenario runs the topk area in a
+budget never come out PASS (docs/reference/outcomes.md). Each scenario runs the topk area in a
 child pytest with a planted implementation (tests/planted/run_breakers.py) and asserts the
 verdict, the counts and the exit status."""
 

@@ -1,4 +1,4 @@
-"""The house (README, "Layout"): a small package root, packages by concern, layers that
+"""The house (docs/architecture.md): a small package root, packages by concern, layers that
 point down only, no import circle, no module over 500 lines, and the matrix selecting the
 same tests as before the move (tests/matrix_selection.py)."""
 

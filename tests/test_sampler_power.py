@@ -10,6 +10,8 @@ no alarm.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -119,8 +121,8 @@ def test_correct_samplers_raise_no_alarm(name):
 
 
 def test_tail_and_dependence_power_as_stated():
-    """The README's power of the tail checks (exact binomial at TAIL_N) and of the
-    magnitude lag-1 test (normal approximation at SERIAL_N)."""
+    """The power of the tail checks (exact binomial at TAIL_N) and of the magnitude lag-1
+    test (normal approximation at SERIAL_N) as docs/areas/samplers.md states it."""
     from conformance.areas.samplers.data import SERIAL_N, TAIL_N
     from conformance.areas.samplers.dependence import TAIL_SLACK
     from conformance.stats.tails import binomial_power
@@ -131,3 +133,8 @@ def test_tail_and_dependence_power_as_stated():
         assert binomial_power(TAIL_N, q, 0.0, ALPHA, TAIL_SLACK) == pytest.approx(1.0)
     rho = (sps.norm.isf(ALPHA / 2) + sps.norm.isf(0.01)) / np.sqrt(SERIAL_N)
     assert rho <= 0.017
+    page = (Path(__file__).parents[1] / "docs" / "areas" / "samplers.md").read_text()
+    page = " ".join(page.split())  # the page's line breaks fall anywhere
+    for stated in ("below 0.60x or above 1.48x", "below 0.057x or above 2.79x",
+                   "of 0.017 or more", f"n = {TAIL_N:,}", f"n = {SERIAL_N:,}"):
+        assert stated in page, f"docs/areas/samplers.md no longer states {stated!r}"

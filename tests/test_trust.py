@@ -98,11 +98,15 @@ def test_outside_implementations_pass_where_torch_is_expected_to_fail(whose_bug)
 def test_every_report_names_the_suite_commit(erfcx_runs):
     suite = erfcx_runs["clean"].report["suite"]
     assert suite["version"] == erfcx_runs["clean"].report["tool_version"]
-    assert "dev" in suite["version"] or "+" in suite["version"], suite  # not a fixed 0.1.0
+    release = "dev" not in suite["version"] and "+" not in suite["version"]
     if (ROOT / ".git").exists():
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
         assert suite["commit"] == head and suite["source"] == "git checkout"
+        if release:  # a plain X.Y.Z only where git has its tag (CHANGELOG.md's releases)
+            tags = subprocess.run(["git", "-C", str(ROOT), "tag", "-l", f"v{suite['version']}"],
+                                  capture_output=True, text=True, check=True).stdout.split()
+            assert tags == [f"v{suite['version']}"], suite
 
 
 # ---- a tampered report -------------------------------------------------------------------

@@ -6,7 +6,7 @@ cores // workers intra-op threads and Inductor compiles in-process. The oracles'
 (numpy's OpenBLAS, a second pool next to torch's) runs one thread on CPU runs: its threads
 spin between calls, and measured on the 2-core machine with the other core busy, the
 attention oracle's backward (B=2, H=4, 129 x 127, D=64) took 36 ms of wall and 47 ms of CPU
-with two OpenBLAS threads against 10 ms and 10 ms with one (README, "Where the time goes").
+with two OpenBLAS threads against 10 ms and 10 ms with one (docs/results/time-budget-2026-12-04.md).
 The oracles' results do not depend on it: OpenBLAS splits a GEMM's output, not its sums.
 """
 

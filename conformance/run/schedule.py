@@ -2,8 +2,9 @@
 
 xdist's default ("load") hands each worker long contiguous runs of the collection, so whole
 areas land on one worker and the run ends with one worker idle while the other finishes
-its queue: measured cold on the 2-core machine, 318.6 s against 378.6 s of tests (README,
-"Where the time goes"). Work stealing evens the queues out but splits every area, and
+its queue: measured cold on the 2-core machine, 318.6 s against 378.6 s of tests
+(docs/results/time-budget-2026-12-04.md). Work stealing evens the queues out but splits
+every area, and
 some areas cost once per process: the collectives' rank pools (W processes per world size,
 each importing torch), the first AOTInductor / ExecuTorch build, and Inductor's first
 FlexAttention compile.

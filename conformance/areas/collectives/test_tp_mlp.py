@@ -2,7 +2,7 @@
 -> relu -> matmul -> reduce_scatter), forward and backward across the ranks, against the
 same model computed in one process in float64 (oracles/collectives.py ``tp_mlp``).
 
-Tolerance: the error-ratio rule (README, "Tolerances"): every rank's output and gradient
+Tolerance: the error-ratio rule (docs/areas/collectives.md): every rank's output and gradient
 shards must satisfy max|tp - ref| <= 2 max|base - ref| + atol, where base is the
 unsharded model run in one process in the case's dtype (the matmuls' rounding, which the
 collectives must not make worse than a factor 2) and atol = gamma_{W+1}(u) max M: the

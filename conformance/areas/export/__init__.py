@@ -1,1 +1,1 @@
-"""The export area: round trips of models out of eager PyTorch (README, "Export round trips")."""
+"""The export area: round trips of models out of eager PyTorch (docs/areas/export.md)."""

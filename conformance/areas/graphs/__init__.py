@@ -1,1 +1,1 @@
-"""The graphs area: graph capture and replay against eager (README, "Graph capture and replay")."""
+"""The graphs area: graph capture and replay against eager (docs/areas/graphs.md)."""

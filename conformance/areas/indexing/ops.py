@@ -4,7 +4,7 @@ negative indices wrap, the index dtypes it takes and its op-specific options. Ad
 is one entry in ``SPECS`` (plus its oracle and adapter functions) and one ``areas:`` line
 in the matrix; the tests (test_indexing.py) and every device (``indexing.*``) follow.
 
-Contract of ``--impl indexing.<op>=module:attr`` (README, "Indexing"): a callable with the
+Contract of ``--impl indexing.<op>=module:attr`` (docs/areas/indexing.md): a callable with the
 signature and semantics of the torch function or method it is named after; in-place methods
 are ``fn(self, *args) -> self``; ``getitem`` is ``fn(x, key) -> x[key]`` and ``setitem``
 ``fn(x, key, value) -> x`` after ``x[key] = value``.

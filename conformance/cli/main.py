@@ -9,10 +9,12 @@
     torch-conformance report DIR
     torch-conformance verify DIR
     torch-conformance must-pass [--device KEY] [--matrix FILE]
+    torch-conformance fleet OUTDIR [--devices all|0,1,...] [--workers 2] [-- PYTEST ARGS]
 
 Exit status: 0 fine; 1 regressions or changed settings (diff), a surviving fault
-(selftest), a FAIL verdict (report, merge), a refused merge, a report that does not verify;
-2 an INCOMPLETE verdict (report, merge); 4 a usage error (one line on stderr).
+(selftest), a FAIL verdict (report, merge, fleet: any GPU), a refused merge, a report that
+does not verify; 2 an INCOMPLETE verdict (report, merge, fleet: any GPU, none FAIL); 4 a
+usage error (one line on stderr).
 """
 
 from __future__ import annotations
@@ -182,6 +184,16 @@ def _verify(opts: argparse.Namespace) -> int:
     return 0
 
 
+def _fleet(opts: argparse.Namespace) -> int:
+    from conformance.cli.fleet import FleetError
+    from conformance.cli.fleet import main as fleet_main
+
+    try:
+        return fleet_main(opts)
+    except FleetError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _must_pass(opts: argparse.Namespace) -> int:
     from conformance.harness.errors import ConfigError
     from conformance.harness.matrix import load_matrix
@@ -312,6 +324,9 @@ def parser() -> argparse.ArgumentParser:
                                       "SHA256SUMS, its counts against collected; exit 1 if not")
     v.add_argument("dir", help="the run's --report DIR (or a merge's -o OUT)")
     v.set_defaults(run=_verify)
+    from conformance.cli.fleet import add_parser as add_fleet
+
+    add_fleet(sub).set_defaults(run=_fleet)
     sub.add_parser("isolate", add_help=False,
                    help="rerun an isolated case in the foreground (its own --help)")
     return p
@@ -323,8 +338,14 @@ def main(argv: list[str] | None = None) -> int:
         from conformance.processes.foreground import main as isolate_main
 
         return isolate_main(args[1:])
+    extra = None
+    if args[:1] == ["fleet"] and "--" in args:  # the rest is pytest's (cli/fleet.py)
+        at = args.index("--")
+        args, extra = args[:at], args[at + 1:]
     try:
-        opts = parser().parse_args(argv)
+        opts = parser().parse_args(args)
+        if extra is not None:
+            opts.pytest_args = extra
         return int(opts.run(opts))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -232,3 +232,22 @@ def test_pytest_refuses_a_bad_index_with_exit_4(tmp_path):
         assert proc.returncode == 4, proc.stdout + proc.stderr
         errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
         assert len(errors) == 1 and text in errors[0], proc.stderr
+
+
+def test_the_gpu_fields_are_in_the_report_schema(fake_cuda, monkeypatch):
+    import json
+
+    import jsonschema
+
+    schema = json.loads((ROOT / "docs" / "report.schema.json").read_text())
+    section = schema["properties"]["environment"]
+    _smi(monkeypatch, "GPU-x, 00000000:18:00.0, 580.65.06, 96.00\n")
+    for env in (probe.environment(probe.resolve_device("cuda:1")),
+                probe.environment(probe.resolve_device("cuda", workers=2))):
+        jsonschema.validate(env, section)
+    assert {"index", "uuid", "pci_bus_id", "driver_version", "vbios_version"} <= \
+        set(section["properties"]["device"]["properties"])
+    bad = probe.environment(probe.resolve_device("cuda:1"))
+    bad["device"]["index"] = -1
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, section)

@@ -139,7 +139,7 @@ def parse_device(requested: str) -> tuple[str, int | None]:
     kind, sep, text = requested.partition(":")
     if kind not in DEVICE_CHOICES:
         raise ConfigError(f"--device: unknown device {requested!r} (expected one of: "
-                          f"{', '.join(DEVICE_CHOICES)}, or cuda:N / xpu:N for GPU N)")
+                          f"{', '.join(DEVICE_CHOICES)}); cuda:N / xpu:N name GPU N")
     if not sep:
         return kind, None
     if kind not in INDEXED_KINDS:

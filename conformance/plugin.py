@@ -38,8 +38,9 @@ HEADER_VERSIONS = ("torch", "triton", "numpy", "scipy")
 
 quiet_exit.install()  # first exit handler registered: it runs after the others
 
-# the fixtures areas use; the isolated fixture and marker, --isolation
-pytest_plugins = ["conformance.run.isolation", "conformance.run.fixtures"]
+# the fixtures areas use; the isolated fixture and marker, --isolation; --repro-dir
+pytest_plugins = ["conformance.run.isolation", "conformance.run.fixtures",
+                  "conformance.run.repro_hooks"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -4,9 +4,12 @@
 While a test runs with a trace active, ``Impl.__call__`` goes through ``Trace.call``: the
 arguments are copied to the CPU before the call (in-place implementations change them), the
 outputs after it, and a hook on each differentiable output keeps the cotangent a backward
-sends into it. A failed check then finds the call whose output (or an input's gradient) is
-exactly the array it compared. Tracing never changes a result: anything it cannot copy (a
-FakeTensor under export, a call during graph capture or compilation) is left untraced.
+sends into it (and one on each input that requires grad keeps its gradient, also under
+``torch.autograd.grad``). An area may attach to a call how the script re-checks it
+(conformance/harness/recheck.py); without that, a failed elementwise check finds the call
+whose output (or an input's gradient) is exactly the array it compared. Tracing never
+changes a result: anything it cannot copy (a FakeTensor under export, a call during graph
+capture or compilation, inputs over ``MAX_BYTES``) is left untraced.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import torch
 from conformance.harness.tensors import exact_numpy
 
 KEEP_CALLS = 2  # the newest calls kept per test
-MAX_BYTES = 256 << 20  # a call whose tensors exceed this is not copied
+MAX_BYTES = 8 << 20  # a call whose input tensors exceed this is not copied
 
 
 class Unrepresentable(Exception):
@@ -41,8 +44,25 @@ class Call:
     leaves: dict[int, torch.Tensor] = field(default_factory=dict)  # T index -> the caller's
     outputs: list[tuple[str, torch.Tensor]] = field(default_factory=list)  # path, CPU copy
     cotangents: dict[str, torch.Tensor] = field(default_factory=dict)  # path -> incoming grad
+    grads: dict[int, torch.Tensor] = field(default_factory=dict)  # T index -> its gradient
     raised: str | None = None
     why_not: str | None = None  # why the call could not be copied
+    # how the script re-checks this call (conformance/harness/recheck.py), or why it cannot
+    recheck: Any = None
+    why_no_recheck: str | None = None
+    index: dict[int, int] = field(default_factory=dict, repr=False)  # id(input) -> T index
+    hooks: list[Any] = field(default_factory=list, repr=False)  # removed when dropped
+
+    def input_index(self, t: torch.Tensor) -> int:
+        """The T index of ``t``, an argument of this call (KeyError if it is none)."""
+        return self.index[id(t)]
+
+    def release(self) -> None:
+        """Drop the hooks on the caller's tensors (the call is no longer kept)."""
+        for handle in self.hooks:
+            handle.remove()
+        self.hooks.clear()
+        self.index.clear()
 
 
 def _float_src(x: float) -> str:
@@ -136,17 +156,30 @@ def _storage_copy(t: torch.Tensor) -> torch.Tensor:
     return _cpu_copy(flat)
 
 
+def _whole_storage(t: torch.Tensor) -> bool:
+    """Whether a contiguous ``t`` is all of its storage (else it is copied with the storage
+    around it, so that the script sees a write outside the view)."""
+    return t.storage_offset() == 0 and \
+        t.numel() * t.element_size() == t.untyped_storage().nbytes()
+
+
 class Trace:
     """The newest calls of one test."""
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
+        self.pending: Any = None  # a re-check stated before the call (recheck.expect_next)
 
     def call(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        pending, self.pending = self.pending, None
         if _tracing_unsafe():
             return fn(*args, **kwargs)
         record = self._before(args, kwargs)
+        for old in self.calls[:-(KEEP_CALLS - 1) or None]:
+            old.release()
         self.calls = [*self.calls[-(KEEP_CALLS - 1):], record]
+        if pending is not None and record.why_not is None:
+            pending(record)
         try:
             out = fn(*args, **kwargs)
         except BaseException as exc:
@@ -164,7 +197,9 @@ class Trace:
             args_src = f"({enc.src(tuple(args))}, {enc.src(dict(kwargs))})"
             copies, layouts = [], {}
             for i, t in enumerate(enc.tensors):
-                if t.is_contiguous() or t.requires_grad:
+                plain = t.is_contiguous() and (
+                    _whole_storage(t) or t.untyped_storage().nbytes() > MAX_BYTES)
+                if plain or t.requires_grad:
                     copies.append(_cpu_copy(t))
                     continue
                 layouts[i] = [list(t.shape), list(t.stride()), t.storage_offset()]
@@ -175,7 +210,14 @@ class Trace:
             return Call(why_not=f"copying the inputs raised {type(exc).__name__}")
         grads = [i for i, t in enumerate(enc.tensors) if t.requires_grad]
         leaves = {i: enc.tensors[i] for i in grads if enc.tensors[i].is_leaf}
-        return Call(args_src, copies, enc.generators, layouts, grads, leaves)
+        record = Call(args_src, copies, enc.generators, layouts, grads, leaves,
+                      index=dict(enc.index))
+        for i, leaf in leaves.items():  # its gradient, also when autograd.grad takes it
+            def keep(g: torch.Tensor, i: int = i) -> None:
+                record.grads[i] = _cpu_copy(g)
+            with contextlib.suppress(Exception):
+                record.hooks.append(leaf.register_hook(keep))
+        return record
 
     @staticmethod
     def _after(record: Call, out: Any) -> None:
@@ -184,7 +226,7 @@ class Trace:
             if t.requires_grad and t.grad_fn is not None:
                 def keep(g: torch.Tensor, path: str = path) -> None:
                     record.cotangents[path] = _cpu_copy(g)
-                t.register_hook(keep)
+                record.hooks.append(t.register_hook(keep))
 
     def find(self, actual: np.ndarray) -> tuple[Call, str, str] | None:
         """The newest call with an output, or an input's gradient, equal to ``actual``:
@@ -197,9 +239,14 @@ class Trace:
                 if _same(t, actual):
                     return record, "output", path
             for i, leaf in record.leaves.items():
-                if leaf.grad is not None and _same(leaf.grad, actual):
+                grad = record.grads.get(i, leaf.grad)
+                if grad is not None and _same(grad, actual):
                     return record, "grad", str(i)
         return None
+
+    def release(self) -> None:
+        for record in self.calls:
+            record.release()
 
 
 def _same(t: torch.Tensor, actual: np.ndarray) -> bool:
@@ -224,3 +271,5 @@ def tracing(trace: Trace | None) -> Iterator[Trace | None]:
         yield trace
     finally:
         _ACTIVE = previous
+        if trace is not None:
+            trace.release()

@@ -71,7 +71,11 @@ def fa_rule(name: str, got: np.ndarray, ref: np.ndarray, base: np.ndarray, r: fl
         detail = (f"worst at {where}: got {float(got[where])!r}, expected {float(ref[where])!r}; "
                   f"baseline error {base_err:.3g}, r = {r:g}, atol {atol:.3g} "
                   f"(score rounding {score:.3g})")
-    return Measurement(name, err, bound, detail)
+    # the largest error within the bound is every element's error within it: --repro-dir
+    # re-checks the output elementwise (conformance/report/repro.py)
+    arrays = (got, ref, np.broadcast_to(np.float64(bound), ref.shape)) \
+        if got.shape == ref.shape else None
+    return Measurement(name, err, bound, detail, arrays=arrays)
 
 
 def call_impl(impl: Impl, case: AttnCase, q, k, v, block_mask, want_lse: bool) -> Any:

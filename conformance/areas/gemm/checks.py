@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from conformance.harness import recheck
 from conformance.harness.compare import elementwise_bound, exact
 from conformance.harness.record import Record
 from conformance.harness.registry import Impl
@@ -51,6 +52,9 @@ def check_gemm(record: Record, impl: Impl, a: torch.Tensor, b: torch.Tensor,
     record.case(a=describe(a), b=describe(b), **case)
     a64, b64 = exact_numpy(a), exact_numpy(b)
     ref = oracle.matmul(a64, b64)
+    bound = oracle.error_bound(a64, b64, ref, accumulate=ACCUMULATE[name], output=name)
+    recheck.expect_next(recheck.within_bound(bound_name(name), recheck.output(), ref, bound,
+                                             dtype=a.dtype, device=True))
     out = impl(a, b)
     problems = []
     if not isinstance(out, torch.Tensor):
@@ -63,5 +67,4 @@ def check_gemm(record: Record, impl: Impl, a: torch.Tensor, b: torch.Tensor,
         if out.device != a.device:
             problems.append(f"on {out.device}, inputs on {a.device}")
     record.require(exact("output structure", len(problems), 3, "; ".join(problems)))
-    bound = oracle.error_bound(a64, b64, ref, accumulate=ACCUMULATE[name], output=name)
     record.require(elementwise_bound(bound_name(name), exact_numpy(out), ref, bound))

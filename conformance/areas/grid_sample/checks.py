@@ -26,6 +26,7 @@ import itertools
 import numpy as np
 import torch
 
+from conformance.harness import recheck
 from conformance.harness.compare import Measurement, elementwise_bound, exact
 from conformance.harness.record import Record
 from conformance.harness.tensors import dtype_name
@@ -177,13 +178,17 @@ def check_nearest(record: Record, inp: np.ndarray, grid: np.ndarray, got: np.nda
                   ref: np.ndarray, padding: str, align: bool, dtype: torch.dtype,
                   label: str) -> None:
     ok = (got == ref) | (np.isnan(got) & np.isnan(ref))
+    alts = [ref]
     for moved in perturbed(grid, inp.shape[-2], inp.shape[-1], align, dtype, ties=True)[1:]:
         alt = og.grid_sample(inp, moved, "nearest", padding, align)
         ok |= (got == alt) | (np.isnan(got) & np.isnan(alt))
+        alts.append(alt)
     bad = ~ok
     idx = np.argwhere(bad)[:3]
-    record.require(exact(f"{label}: nearest picks the pixel at the coordinate (within its "
-                         f"rounding)", int(bad.sum()), int(bad.size),
+    name = f"{label}: nearest picks the pixel at the coordinate (within its rounding)"
+    if recheck.tracing():  # --repro-dir: the output equals one of the candidate pixels
+        recheck.expect(recheck.one_of(name, recheck.output(), np.stack(alts), dtype=dtype))
+    record.require(exact(name, int(bad.sum()), int(bad.size),
                          "; ".join(f"at {tuple(int(v) for v in i)}: got {got[tuple(i)]!r}, "
                                    f"want {ref[tuple(i)]!r}" for i in idx)))
 
@@ -206,7 +211,8 @@ def _interval(name: str, got: np.ndarray, refs: np.ndarray, slack: np.ndarray) -
 
 def check_backward(record: Record, inp: np.ndarray, grid: np.ndarray, g: np.ndarray,
                    got_in: np.ndarray, got_grid: np.ndarray, mode: str, padding: str,
-                   align: bool, dtype: torch.dtype) -> None:
+                   align: bool, dtype: torch.dtype,
+                   leaves: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
     """Input and grid gradients: each within a summation bound of the oracle's gradient at
     the grid or at the grid moved by its coordinates' rounding (the grid gradient jumps at
     tap boundaries, so a kernel on either side of one is right).
@@ -216,7 +222,8 @@ def check_backward(record: Record, inp: np.ndarray, grid: np.ndarray, g: np.ndar
     bilinear, 48 for bicubic). grad_grid[o] sums m = k C terms g dw/dp v times dp/dg:
     (gamma_{m+3}(u_c) + k e_w u_c) (dp/dg) L sum_c |g| M_c, with the slope bound L and the
     image maxima M_c of the forward bound. Plus one rounding of the output. Nearest: the
-    grid gradient is exactly zero."""
+    grid gradient is exactly zero. ``leaves``: the input and grid tensors whose gradients
+    these are (--repro-dir re-checks both)."""
     n, c, h, w = inp.shape
     grids = perturbed(grid, h, w, align, dtype)
     refs = [og.grid_sample_backward(inp, gr, g, mode, padding, align) for gr in grids]
@@ -243,10 +250,16 @@ def check_backward(record: Record, inp: np.ndarray, grid: np.ndarray, g: np.ndar
         + u_out * np.abs(ref_in[0]) + eta
     if mode == "nearest":
         slack_in = slack_in + _ambiguous(grids, inp.shape, ga, padding, align)
-    record.require(elementwise_bound(f"grad_input within the summation bound ({mode})",
-                                     got_in, ref_in[0], slack_in))
+    in_name = f"grad_input within the summation bound ({mode})"
     k = TAPS[mode]
     if mode == "nearest":
+        if leaves is not None and recheck.tracing():  # --repro-dir: both gradients
+            recheck.expect(
+                recheck.within_bound(in_name, recheck.grad(leaves[0]), ref_in[0], slack_in,
+                                     dtype=dtype),
+                recheck.one_of("grad_grid is zero (nearest)", recheck.grad(leaves[1]),
+                               np.zeros((1, *got_grid.shape)), dtype=dtype))
+        record.require(elementwise_bound(in_name, got_in, ref_in[0], slack_in))
         nonzero = int(np.count_nonzero(got_grid))
         record.require(exact("grad_grid is zero (nearest)", nonzero, got_grid.size))
         return
@@ -256,6 +269,15 @@ def check_backward(record: Record, inp: np.ndarray, grid: np.ndarray, g: np.ndar
     mag_grid = per_out[..., None] * LIPSCHITZ[mode] * dpdg
     slack_grid = (gamma(k * c + 3, u_c) + k * WEIGHT_ERROR[mode] * u_c) * mag_grid \
         + u_out * np.abs(ref_grid[0]) + eta
-    record.require(_interval(f"grad_grid within the summation bound ({mode})", got_grid,
-                             ref_grid, slack_grid))
+    grid_name = f"grad_grid within the summation bound ({mode})"
+    if leaves is not None and recheck.tracing():  # --repro-dir: both gradients
+        lo, hi = np.nanmin(ref_grid, axis=0), np.nanmax(ref_grid, axis=0)
+        recheck.expect(
+            recheck.within_bound(in_name, recheck.grad(leaves[0]), ref_in[0], slack_in,
+                                 dtype=dtype),
+            recheck.within_interval(grid_name, recheck.grad(leaves[1]), lo - slack_grid,
+                                    hi + slack_grid, nan_ok=np.isnan(ref_grid).any(axis=0),
+                                    dtype=dtype))
+    record.require(elementwise_bound(in_name, got_in, ref_in[0], slack_in))
+    record.require(_interval(grid_name, got_grid, ref_grid, slack_grid))
 

@@ -131,5 +131,5 @@ def test_backward(impl, dtype, device, record, mode, padding, align, seed):
     missing = [n for n, t in (("input", x), ("grid", gr)) if t.grad is None]
     record.require(exact("both inputs have gradients", len(missing), 2, ", ".join(missing)))
     check_backward(record, inp, grid, g, exact_numpy(x.grad), exact_numpy(gr.grad), mode,
-                   padding, align, dtype)
+                   padding, align, dtype, leaves=(x, gr))
 

@@ -30,6 +30,7 @@ import torch
 from conformance.areas.indexing.cases import Case, Params
 from conformance.areas.indexing.memory import Guarded, materialize
 from conformance.areas.indexing.ops import SPECS, OpSpec, corrupt
+from conformance.harness import recheck
 from conformance.harness.tensors import exact_numpy
 from oracles import indexing as oracle
 
@@ -152,6 +153,34 @@ def compare(spec: OpSpec, case: Case, inputs: dict[str, np.ndarray], got: np.nda
     return [], worst
 
 
+def _expect_valid(spec: OpSpec, case: Case, inputs: dict[str, np.ndarray],
+                  views: dict[str, torch.Tensor], dtype: torch.dtype) -> None:
+    """--repro-dir: the valid case's checks (structure, values, no write outside the
+    operands, inputs unchanged) for the standalone script (conformance/harness/recheck.py)."""
+    dname = str(dtype).removeprefix("torch.")
+    exp = spec.oracle(inputs, case.scalars, not dname.startswith(("float", "bfloat")))
+    want = np.asarray(exp.value, dtype=np.float64)
+    b = bound(spec, exp, inputs, case, dname)
+    target = recheck.written(views["x"]) if spec.writes else recheck.output()
+    want_dtype = torch.int64 if spec.name == "one_hot" else dtype
+    if b is None:  # exact; where several writes race, any of their values
+        choices = exp.choices or {}
+        alts = []
+        for j in range(max([len(v) for v in choices.values()] or [1])):
+            alt = want.copy()
+            for pos, options in choices.items():
+                alt.reshape(-1)[pos] = options[min(j, len(options) - 1)]
+            alts.append(alt)
+        check = recheck.one_of("result structure; values equal the oracle's", target,
+                               np.stack(alts), dtype=want_dtype, device=True)
+    else:
+        check = recheck.within_bound("result structure; values within the accumulation bound",
+                                     target, want, b, dtype=want_dtype, device=True)
+    recheck.expect_next(
+        check, unchanged=tuple(v for k, v in views.items() if not (spec.writes and k == "x")),
+        intact=tuple(views.values()), returns=views["x"] if spec.writes else None)
+
+
 def run_valid(fn: Any, spec: OpSpec, case: Case, dtype: torch.dtype, index_dtype: str,
               layout: str, device: torch.device | str) -> dict[str, Any]:
     """Run one valid case; the problems found, by kind, and the worst error/bound."""
@@ -159,6 +188,8 @@ def run_valid(fn: Any, spec: OpSpec, case: Case, dtype: torch.dtype, index_dtype
     g = materialize(case, dtype, index_dtype, device, layout)
     views = {k: v.view for k, v in g.items()}
     inputs = {k: exact_numpy(v).copy() for k, v in views.items()}  # numpy() may share memory
+    if recheck.tracing():
+        _expect_valid(spec, case, inputs, views, dtype)
     result = spec.call(fn, views, case.scalars)
     sync(device)
     out: dict[str, Any] = {"structure": [], "values": [], "guards": [], "inputs": [],

@@ -36,6 +36,7 @@ import math
 import numpy as np
 import torch
 
+from conformance.harness import recheck
 from conformance.harness.compare import Measurement, elementwise_bound, exact
 from conformance.harness.record import Record
 from conformance.harness.tensors import dtype_name, rounded
@@ -55,12 +56,33 @@ def round_to(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
         return rounded(np.asarray(values, dtype=np.float64), dtype_name(dtype))
 
 
+def _expect_forward(x: np.ndarray, want: np.ndarray, special: np.ndarray,
+                    dtype: torch.dtype, region: str) -> None:
+    """--repro-dir: the forward criterion as an interval per element (the special values
+    exact), for the standalone script to re-check the call (conformance/harness/recheck.py)."""
+    name = dtype_name(dtype)
+    u, ulps = unit_roundoff(name), ULPS[name]
+    lower, upper = np.full(x.shape, -np.inf), np.full(x.shape, np.inf)
+    xr = x[~special]
+    with np.errstate(over="ignore", invalid="ignore"):
+        hi, lo = ox.erfcx_exact(xr - u * np.abs(xr)), ox.erfcx_exact(xr + u * np.abs(xr))
+        hi_d, lo_d = round_to(hi, dtype), round_to(lo, dtype)
+        lower[~special] = lo - ulps * ox.ulp(lo_d, name)
+        upper[~special] = np.where(np.isinf(hi_d), np.inf, hi + ulps * ox.ulp(hi_d, name))
+    recheck.expect(recheck.within_interval(
+        f"{region}: erfcx within {ulps:g} ulps of f(x(1 +- u)), special values exact ({name})",
+        recheck.output(), lower, upper, expected=want, exact=special, dtype=dtype,
+        device=True))
+
+
 def check_forward(record: Record, x: np.ndarray, got: np.ndarray, dtype: torch.dtype,
                   region: str) -> None:
     name = dtype_name(dtype)
     u, ulps = unit_roundoff(name), ULPS[name]
     special = ~np.isfinite(x) | (x == 0)
     want = ox.erfcx_exact(x)
+    if recheck.tracing():
+        _expect_forward(x, want, special, dtype, region)
     bad_special = special & ~((got == want) | (np.isnan(got) & np.isnan(want)))
     record.require(exact(f"{region}: special values exact", int(bad_special.sum()),
                          int(special.sum()), _where(x, got, want, bad_special)))
@@ -87,21 +109,28 @@ def check_forward(record: Record, x: np.ndarray, got: np.ndarray, dtype: torch.d
 
 
 def check_backward(record: Record, x: np.ndarray, g: np.ndarray, got: np.ndarray,
-                   dtype: torch.dtype) -> None:
+                   dtype: torch.dtype, leaf: torch.Tensor | None = None) -> None:
+    """``leaf``: the input whose gradient ``got`` is (--repro-dir re-checks it)."""
     name = dtype_name(dtype)
     u, ulps = unit_roundoff(name), ULPS[name]
     fx, d = ox.erfcx_exact(x), ox.derivative(x)
     big = float(torch.finfo(dtype).max) / 4
     with np.errstate(over="ignore"):  # an overflowing x * erfcx(x) is left out, meant
         use = np.isfinite(x) & np.isfinite(fx) & (np.abs(fx) < big) & (2 * np.abs(x * fx) < big)
+    shape = x.shape
     x, g, got, fx, d = x[use], g[use], got[use], fx[use], d[use]
     ref = g * d
     forward = ulps * ox.ulp(fx, name) + u * np.abs(x * d)
     # products ordered so that nothing overflows at x near the dtype's max
     bound = np.abs(g) * (2 * (np.abs(x) * forward) + 4 * u * (2 * np.abs(x * fx) + C)) \
         + u * np.abs(ref)
-    record.require(elementwise_bound(f"grad = g (2x erfcx(x) - 2/sqrt(pi)) within the "
-                                     f"forward-error bound ({name})", got, ref, bound))
+    check = f"grad = g (2x erfcx(x) - 2/sqrt(pi)) within the forward-error bound ({name})"
+    if leaf is not None and recheck.tracing():  # unchecked elements: anything goes
+        full_ref, full_bound = np.full(shape, np.nan), np.full(shape, np.inf)
+        full_ref[use], full_bound[use] = ref, bound
+        recheck.expect(recheck.within_bound(check, recheck.grad(leaf), full_ref, full_bound,
+                                            dtype=dtype, device=True))
+    record.require(elementwise_bound(check, got, ref, bound))
 
 
 def _where(x: np.ndarray, got: np.ndarray, want: np.ndarray, bad: np.ndarray) -> str:

@@ -55,7 +55,7 @@ def _backward(impl, x: np.ndarray, dtype: torch.dtype, device: torch.device, rec
     t = from_numpy(x, dtype, device).requires_grad_(True)
     impl(t).backward(from_numpy(g, dtype, device))
     record.require(exact("the input has a gradient", 0 if t.grad is not None else 1, 1))
-    check_backward(record, x, g, exact_numpy(t.grad), dtype)
+    check_backward(record, x, g, exact_numpy(t.grad), dtype, leaf=t)
 
 
 def _split(dtype: torch.dtype, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from conformance.harness import recheck
 from conformance.harness.compare import exact
 from conformance.harness.record import Record
 from conformance.harness.registry import Impl
@@ -51,6 +52,12 @@ def check_topk(
     """Run ``impl`` on one case and require every TopK property exactly."""
     __tracebackhide__ = True
     record.case(input=describe(x), dim=dim, k=k, largest=largest, sorted=sorted)
+    if recheck.tracing():  # --repro-dir: the oracle's values for a standalone re-check
+        want = oracle.topk(exact_numpy(x).reshape(x.shape or (1,)), k,
+                           axis=dim % x.dim() if x.dim() else 0, largest=largest)
+        recheck.expect_next(recheck.topk("TopK properties and the oracle's values",
+                                         recheck.output(), x, want, k=k, dim=dim,
+                                         largest=largest, sorted=sorted))
     result = impl(x, k, dim=dim, largest=largest, sorted=sorted)
     if isinstance(result, tuple) and type(result) is not tuple:
         result = tuple(result)  # torch.return_types.topk is a structseq

@@ -34,4 +34,4 @@ def test_planted_collective_faults_are_flagged(suite):
         twins = results.get(f"planted.{twin}", [])
         bad = [r["nodeid"] for r in twins if r["outcome"] not in ("passed", "unsupported")]
         assert twins and not bad, (twin, bad)
-    assert "reproduce: pytest" in run.stdout
+    assert "reproduce: PYTHONPATH=" in run.stdout

@@ -37,7 +37,7 @@ def test_diff_names_the_regressions(erfcx_runs, tmp_path):
     assert proc.stdout.startswith("torch-conformance diff: REGRESSED")
     for nodeid in failed:
         assert f"- {nodeid}: passed -> failed" in proc.stdout
-    assert "reproduce: pytest" in proc.stdout and "vendor_builds:build_2" in proc.stdout
+    assert "reproduce: PYTHONPATH=" in proc.stdout and "vendor_builds:build_2" in proc.stdout
     data = json.loads((tmp_path / "d.json").read_text())
     assert sorted(r["nodeid"] for r in data["regressions"]) == failed
     assert not data["appeared"] and not data["disappeared"] and not data["fixed"]

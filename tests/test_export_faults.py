@@ -36,4 +36,4 @@ def test_planted_export_faults_are_flagged(suite):
                                                  (r.get("reason") or "")[:200]) for r in rows])
     twins = [r for r in results.get("correct", []) if "-float32-" in r["nodeid"]]
     assert len(twins) == 2 and all(r["outcome"] == "passed" for r in twins), twins
-    assert "reproduce: pytest" in run.stdout
+    assert "reproduce: PYTHONPATH=" in run.stdout

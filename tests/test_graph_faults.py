@@ -52,7 +52,7 @@ def test_planted_graph_faults_are_flagged(suite):
     ran = [r for r in twins if r["outcome"] not in ("skipped", "unsupported")]
     assert len(ran) == 15 and all(r["outcome"] == "passed" for r in ran), \
         [(r["nodeid"], r["outcome"]) for r in twins]
-    assert "reproduce: pytest" in run.stdout
+    assert "reproduce: PYTHONPATH=" in run.stdout
 
 
 def test_bench_on_the_reference_runtime(tmp_path):

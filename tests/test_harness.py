@@ -95,8 +95,9 @@ def test_failure_message_is_uniform(suite):
     assert "[demo] twice the bound: error 2 exceeds bound 1 (ratio 2); planted" in run.stdout
     assert "impl=demo.good device=cpu dtype=float32" in run.stdout
     assert "case: size=3" in run.stdout
-    assert ("reproduce: pytest 'tests/demo/demo_suite.py::test_fail[demo.good-float32]' "
-            "--device=cpu --profile=ci --seed=0 --device-matrix=") in run.stdout
+    assert (f"reproduce: PYTHONPATH={DEMO.parent.resolve()} pytest "
+            f"'{(DEMO / 'demo_suite.py').resolve()}::test_fail[demo.good-float32]' "
+            "--device=cpu --profile=ci --seed=0 --device-matrix=/") in run.stdout
 
 
 def test_xdist_merges_records_from_all_workers(suite):

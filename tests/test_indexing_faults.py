@@ -45,7 +45,7 @@ def test_planted_indexing_faults_are_flagged(suite):
                if r["outcome"] not in ("passed", "unsupported", "expected-fail")]
         assert twins and not bad, (twin, bad)
     assert "silent out-of-bounds" in run.stdout
-    assert "reproduce: pytest" in run.stdout
+    assert "reproduce: PYTHONPATH=" in run.stdout
 
 
 def test_invalid_cases_in_the_isolation_runner(suite, tmp_path: Path):

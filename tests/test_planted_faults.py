@@ -47,7 +47,7 @@ def test_planted_fault_is_flagged(suite, area, spec, expected):
     assert run.returncode == 1, run.output[-3000:]
     assert f"[{area}]" in run.stdout and expected in run.stdout, run.stdout[-3000:]
     assert f"impl={name}" in run.stdout
-    assert "reproduce: pytest" in run.stdout and f"--impl={area}=planted.{spec}" in run.stdout
+    assert "reproduce: PYTHONPATH=" in run.stdout and f"--impl={area}=planted.{spec}" in run.stdout
     failed = [r for r in run.report["results"] if r["outcome"] == "failed"]
     assert failed and all(r["impl"] == name for r in failed)
     assert run.report["summary"]["failed"] >= 1

@@ -36,7 +36,7 @@ def test_issue_faults_are_flagged(suite):
                    for r in failed), (name, [r.get("reason") for r in failed][:3])
         assert f"impl={name}" in run.stdout
         assert f"--impl=sampler.{area}=planted.sampler_faults:{attr}" in run.stdout
-    assert "reproduce: pytest" in run.stdout
+    assert "reproduce: PYTHONPATH=" in run.stdout
 
 
 ONE_PCT = [(area, f"{area}_{which}_1pct")

@@ -7,9 +7,16 @@ with the case that produced it.
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import shlex
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from conformance.harness.compare import Measurement
@@ -26,9 +33,91 @@ def _jsonable(value: Any) -> Any:
     return str(value).removeprefix("torch.")
 
 
-def reproduce_command(nodeid: str, args: list[str]) -> str:
-    """The shell command that reruns one test with the run's options."""
-    return shlex.join(["pytest", nodeid, *args])
+def reproduce_command(nodeid: str, args: list[str], path: str | Path | None = None,
+                      impl_spec: str | None = None) -> str:
+    """The shell command that reruns one test with the run's options, from any directory:
+    the test by its file's absolute ``path`` (the item's; pytest finds the rootdir from it),
+    an absolute --device-matrix, and ``PYTHONPATH=DIR`` first when the test's
+    implementation (``impl_spec``) or an --impl module is not importable by a clean
+    interpreter (one found through pytest's rootdir or the run's PYTHONPATH, e.g.
+    ``planted.*`` from tests/)."""
+    target = nodeid
+    if path is not None and "::" in nodeid:
+        target = f"{Path(path).resolve()}::{nodeid.split('::', 1)[1]}"
+    args = [_absolute_matrix(a) for a in args]
+    specs = [a.split("=", 2)[2] for a in args if a.startswith("--impl=") and a.count("=") >= 2]
+    roots = import_roots([*specs, *([impl_spec] if impl_spec else [])])
+    env = [f"PYTHONPATH={os.pathsep.join(roots)}"] if roots else []
+    return " ".join([*map(shlex.quote, env), shlex.join(["pytest", target, *args])])
+
+
+def _absolute_matrix(arg: str) -> str:
+    if arg.startswith("--device-matrix="):
+        return f"--device-matrix={Path(arg.split('=', 1)[1]).resolve()}"
+    return arg
+
+
+_CLEAN: dict[str, bool] = {}  # top-level module -> a clean interpreter imports this one
+
+
+def import_roots(specs: list[str]) -> list[str]:
+    """The directories to put on PYTHONPATH so that a clean interpreter (no PYTHONPATH, no
+    working directory on sys.path) imports the modules of ``specs`` (``module:attr``) as
+    this process does: the folder above each top-level package it would not find."""
+    tops = {s.split(":", 1)[0].split(".")[0] for s in specs}
+    mine = {t: _origin(t) for t in tops}
+    unknown = sorted(t for t in tops if t not in _CLEAN and mine[t] is not None)
+    if unknown:
+        _CLEAN.update(_clean_finds(unknown, mine))
+    roots = []
+    for top in sorted(tops):
+        origin = mine[top]
+        if origin is None or _CLEAN.get(top, True):
+            continue
+        root = str(Path(origin).parent.parent if Path(origin).name == "__init__.py"
+                   else Path(origin).parent)
+        if root not in roots:
+            roots.append(root)
+    return roots
+
+
+def _origin(top: str) -> str | None:
+    """Where this process imports top-level module ``top`` from (None: unknown)."""
+    module = sys.modules.get(top)
+    if module is None:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return None
+        return str(Path(spec.origin).resolve()) if spec and spec.origin else None
+    path = getattr(module, "__file__", None)
+    return str(Path(path).resolve()) if path else None
+
+
+_FIND = """import importlib.util, json, pathlib, sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+out = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        spec = importlib.util.find_spec(name)
+        out[name] = str(pathlib.Path(spec.origin).resolve()) if spec and spec.origin else None
+    except Exception:
+        out[name] = None
+print(json.dumps(out))
+"""
+
+
+def _clean_finds(tops: list[str], mine: dict[str, str | None]) -> dict[str, bool]:
+    """Whether a clean interpreter (``python -E``, outside any project) finds each module
+    where this process does; False where it cannot tell."""
+    try:
+        proc = subprocess.run([sys.executable, "-E", "-c", _FIND, json.dumps(tops)],
+                              cwd=tempfile.gettempdir(), capture_output=True, text=True,
+                              timeout=60, check=True)
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return {t: False for t in tops}
+    return {t: found.get(t) is not None and found.get(t) == mine[t] for t in tops}
 
 
 @dataclass
@@ -72,8 +161,12 @@ class Record:
         repro_args: list[str],
         tolerance_factor: float = 1.0,
         tolerance_reasons: tuple[str, ...] = (),
+        path: str | Path | None = None,
+        impl_spec: str | None = None,
     ) -> None:
         self.nodeid = nodeid
+        self.path = path  # the test file (the reproduce line names it absolutely)
+        self.impl_spec = impl_spec
         self.area = area
         self.impl = impl
         self.device = device
@@ -91,7 +184,7 @@ class Record:
 
     @property
     def reproduce(self) -> str:
-        return reproduce_command(self.nodeid, self.repro_args)
+        return reproduce_command(self.nodeid, self.repro_args, self.path, self.impl_spec)
 
     def case(self, **params: Any) -> None:
         """Set the parameters of the case being checked (replaces the previous case)."""

@@ -134,7 +134,8 @@ def apply_matrix(config: pytest.Config, items: list[pytest.Item]) -> None:
                        for k, v in params.items()
                        if isinstance(v, (int, float, str, bool, torch.dtype, Impl))},
         }
-        meta["reproduce"] = reproduce_command(item.nodeid, state.repro_args(meta["impl_spec"]))
+        meta["reproduce"] = reproduce_command(item.nodeid, state.repro_args(meta["impl_spec"]),
+                                              item.path, meta["impl_spec"])
         item.stash[ITEM_META] = meta
         collected_ids.setdefault(area, []).append(item.nodeid)
         meta["matrix_entries"] = applied = []  # labels of the entries that decided the case

@@ -47,6 +47,8 @@ def record(request: pytest.FixtureRequest, conformance_state: RunState) -> Itera
         repro_args=conformance_state.repro_args(meta["impl_spec"]),
         tolerance_factor=factor,
         tolerance_reasons=reasons,
+        path=request.node.path,
+        impl_spec=meta["impl_spec"],
     )
     request.node.stash[ITEM_RECORD] = rec
     if conformance_state.repro_dir is None:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from types import SimpleNamespace
 
 import pytest
@@ -116,6 +117,9 @@ def test_a_fleet_of_two_fake_devices(tmp_path):
     assert "# torch-conformance fleet: PASS" in table
     assert sum(line.startswith("| fake-") for line in table.splitlines()) == 2
     assert 'href="fake-1/report.html"' in (out / "index.html").read_text()
+    suites = ET.parse(out / "junit.xml").getroot().findall("testsuite")
+    assert len(suites) == 2 and all(s.get("name").startswith("torch-conformance[cpu ")
+                                    for s in suites)
 
 
 def _gone(pid: int) -> bool:

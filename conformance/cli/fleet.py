@@ -5,8 +5,9 @@ Each GPU gets its own pytest process (``--device=cuda:N --report OUTDIR/cuda-N -
 plus the given arguments; its output in ``OUTDIR/cuda-N.log``), in its own process group.
 When they are done, OUTDIR gets ``fleet.md``, ``fleet.json`` and ``index.html``: one row per
 GPU (index, name, UUID, PCI address, verdict, counts per outcome, must-pass, wall time,
-report). A run that died, hung past ``--timeout`` or wrote no report that verifies is an
-INCOMPLETE row saying why. Exit status as a run's: 0 every GPU PASS, 1 any FAIL, 2 any
+report), and ``junit.xml``: every run's test suite (``torch-conformance[cuda:N ...]``).
+A run that died, hung past ``--timeout`` or wrote no report that verifies is an INCOMPLETE
+row saying why. Exit status as a run's: 0 every GPU PASS, 1 any FAIL, 2 any
 INCOMPLETE (and none FAIL), 4 a usage error. ``--fake-devices N`` (hidden) runs N copies on
 ``--device=cpu``: the project's test of this command on a machine without GPUs.
 """
@@ -281,7 +282,7 @@ def _cells(m: Member) -> list[str]:
 
 
 def write(out: Path, rows: list[Member], info: dict[str, Any]) -> list[Path]:
-    """fleet.json, fleet.md and index.html in ``out``."""
+    """fleet.json, fleet.md, index.html and junit.xml (every run's test suite) in ``out``."""
     verdict = fleet_verdict(rows)
     data = {"schema": "torch-conformance-fleet", "schema_version": 1, **info,
             "verdict": verdict, "exit_status": EXIT_OF[verdict],
@@ -304,7 +305,10 @@ def write(out: Path, rows: list[Member], info: dict[str, Any]) -> list[Path]:
         f"</title></head><body>\n<h1>torch-conformance fleet: {verdict}</h1>\n<table>\n<tr>"
         + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr>\n" + body
         + "</table>\n</body></html>\n", encoding="utf-8")
-    return [out / "fleet.md", out / "fleet.json", out / "index.html"]
+    from conformance.report.merge import merge_junit
+
+    junit = merge_junit([out / m.label / "junit.xml" for m in rows], out / "junit.xml")
+    return [out / "fleet.md", out / "fleet.json", out / "index.html", *([junit] if junit else [])]
 
 
 def main(opts: Any) -> int:

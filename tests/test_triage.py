@@ -83,3 +83,14 @@ def test_usage_error_is_one_line():
     lines = [li for li in (proc.stdout + proc.stderr).splitlines() if li.strip()]
     assert lines == ["ERROR: --device: unknown device 'bogus' (expected one of: auto, cpu, "
                      "cuda, mps, xpu)"] or (len(lines) == 1 and "--device" in lines[0]), lines
+
+
+def test_gpu_identity_line():
+    from conformance.report.tables import gpu_identity
+
+    assert gpu_identity({"torch_device": "cpu", "name": "x"}) is None
+    line = gpu_identity({"index": 1, "uuid": "GPU-1f2e", "pci_bus_id": "0000:18:00.0",
+                         "driver_version": "580.65", "vbios_version": None,
+                         "identity_unknown": {"vbios_version": "nvidia-smi: not found"}})
+    assert line == ("index 1, UUID GPU-1f2e, PCI 0000:18:00.0, driver 580.65, VBIOS ?, "
+                    "unread: vbios_version: nvidia-smi: not found")

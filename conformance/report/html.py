@@ -21,7 +21,7 @@ from typing import Any
 from conformance.harness.outcomes import BAD_OUTCOMES, OUTCOMES
 from conformance.report import mustpass, suite
 from conformance.report.plots import as_margin
-from conformance.report.tables import area_times
+from conformance.report.tables import area_times, gpu_identity
 from conformance.report.triage import by_area, group_failures, short_reason
 
 BAD = BAD_OUTCOMES
@@ -48,6 +48,7 @@ def _environment(report: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("device", f"{dev.get('torch_device')} ({dev.get('name')}; matrix key "
                    f"{dev.get('matrix_key')})"),
+        ("GPU", gpu_identity(dev)),
         ("torch", env.get("torch")), ("CUDA", env.get("cuda")), ("HIP", env.get("hip")),
         ("driver", env.get("cuda_driver")),
         ("BLAS", ", ".join(f"{k}={v}" for k, v in (env.get("blas") or {}).items())),

@@ -9,6 +9,7 @@ from conformance.report import mustpass, suite, triage
 from conformance.report.tables import (
     BULKY_NOTES,
     export_table,
+    gpu_identity,
     graphs_table,
     indexing_table,
     times_table,
@@ -72,7 +73,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"collected; exit status {report.get('exit_status')})"
         + ("; written from the journal of a run that died"
            if (report.get("journal") or {}).get("rebuilt") else ""),
-        f"- device: **{dev['torch_device']}** ({dev['name']}; matrix key `{dev['matrix_key']}`)",
+        f"- device: **{dev['torch_device']}** ({dev['name']}; matrix key `{dev['matrix_key']}`)"
+        + (f"; GPU {gpu}" if (gpu := gpu_identity(dev)) else ""),
         f"- torch {env['torch']}, CUDA {env['cuda']}, HIP {env['hip']}, "
         f"Python {env['python']}, BLAS {env['blas'].get('BLAS_INFO', '?')}",
         f"- profile `{run['profile']}`, seed {run['seed']}, matrix `{run['matrix']}`",

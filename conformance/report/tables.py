@@ -178,3 +178,20 @@ def times_table(report: dict[str, Any]) -> list[str]:
              "| area | seconds | share | tests |", "|---|---|---|---|"]
     lines += [f"| {a} | {s:.1f} | {100 * s / total:.0f}% | {n} |" for a, s, n in rows]
     return lines
+
+
+def gpu_identity(device: dict[str, Any]) -> str | None:
+    """One line naming the GPU a report ran on (index, UUID, PCI address, driver, VBIOS;
+    each "?" where the probe could not read it), or None for a device without them."""
+    keys = ("uuid", "pci_bus_id", "driver_version", "vbios_version")
+    if device.get("index") is None and not any(device.get(k) for k in keys):
+        return None
+    parts = [f"index {device.get('index', '?')}"]
+    parts += [f"{label} {device.get(k) or '?'}" for label, k in
+              (("UUID", "uuid"), ("PCI", "pci_bus_id"), ("driver", "driver_version"),
+               ("VBIOS", "vbios_version"))]
+    unknown = device.get("identity_unknown")
+    if unknown:
+        parts.append("unread: " + "; ".join(f"{k}: {v}" for k, v in dict(unknown).items())
+                     if isinstance(unknown, dict) else f"unread: {unknown}")
+    return ", ".join(parts)

@@ -159,10 +159,11 @@ def _plan(trace: Trace | None, m: Measurement | None) -> Plan:
                                 "bound": torch.from_numpy(np.array(np.broadcast_to(
                                     np.asarray(bound, dtype=np.float64), ref64.shape)))}}
             return Plan("recheck", call, [check])
+    what = f"'{m.name}'" if m is not None else "the failed check"
     why = last.why_no_recheck or (
-        "the failed check is not a comparison of this call's result with an oracle result "
-        "(a statistical test, a property of several calls, or an error the call should "
-        "raise): rerun the test in the suite")
+        f"{what} is judged by the suite's own code, which this script does not carry (a "
+        "statistical test against the law, requirements on reported facts, a property over "
+        "several calls, an error a call must raise): rerun the test in the suite")
     return Plan("replay", last, why=why, raised=raised)
 
 

@@ -94,3 +94,13 @@ def test_gpu_identity_line():
                          "identity_unknown": {"vbios_version": "nvidia-smi: not found"}})
     assert line == ("index 1, UUID GPU-1f2e, PCI 0000:18:00.0, driver 580.65, VBIOS ?, "
                     "unread: vbios_version: nvidia-smi: not found")
+
+
+def test_the_suites_own_warnings_are_told_apart():
+    import numpy
+
+    import conformance.areas.special.erfcx_checks as checks
+    from conformance.run.accounting import _suite_file
+
+    assert _suite_file(checks.__file__)
+    assert not _suite_file(numpy.__file__) and not _suite_file(__file__)

@@ -162,6 +162,18 @@ def _xml_outcome(case: ET.Element) -> str:
     return "passed"
 
 
+INTERNAL = "conformance_"  # user properties the harness passes between processes
+
+
+def _case_properties(outcome: str, result: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """A test case's properties: its outcome, area, implementation and dtype."""
+    props = [("outcome", outcome)]
+    for key, name in (("area", "area"), ("impl", "implementation"), ("dtype", "dtype")):
+        if result and result.get(key):
+            props.append((name, str(result[key])))
+    return props
+
+
 def rewrite(root: ET.Element, report: dict[str, Any], device: dict[str, Any],
             prefix: str | None = None) -> None:
     """Name, properties and outcome types, in place (``root``: <testsuites> or <testsuite>)."""
@@ -190,7 +202,10 @@ def rewrite(root: ET.Element, report: dict[str, Any], device: dict[str, Any],
             if cprops is None:
                 cprops = ET.Element("properties")
                 case.insert(0, cprops)
-            cprops.insert(0, ET.Element("property", name="outcome", value=outcome))
+            for prop in [p for p in cprops if (p.get("name") or "").startswith(INTERNAL)]:
+                cprops.remove(prop)  # the harness's own records: report.json has them
+            for i, (key, value) in enumerate(_case_properties(outcome, result)):
+                cprops.insert(i, ET.Element("property", name=key, value=value))
             for tag in ("skipped", "failure", "error"):
                 for node in case.findall(tag):
                     if tag == "skipped" or outcome in PROBLEM_TYPES:

@@ -58,7 +58,7 @@ def test_invalid_cases_in_the_isolation_runner(suite, tmp_path: Path):
     assert flipped != matrix
     path = tmp_path / "matrix.yaml"
     path.write_text(flipped)
-    run = suite(str(SUITE / "indexing"), "-n", "0", "-q", "-p", "no:randomly",
+    run = suite(str(SUITE / "indexing"), "-n", "0", "-q", "-p", "no:randomly", "--tb=short",
                 f"--device-matrix={path}", "-k", "TestIndexSelect and test_invalid",
                 "--impl=indexing.index_select=planted.indexing_faults:clamping_index_select")
     assert run.returncode == 1, run.output[-3000:]

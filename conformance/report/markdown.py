@@ -36,6 +36,20 @@ def _grouped_by_reason(rows: list[dict[str, Any]]) -> list[str]:
 GROUP_TESTS_LISTED = 50  # test ids listed per failure group (report.json has them all)
 
 
+def _detail(r: dict[str, Any], head: str) -> list[str]:
+    """A result's bullet: ``head``, its reproduce line (not for an expected failure), its
+    standalone reproducer and the head of its stack."""
+    lines = [head]
+    if r["outcome"] != "expected-fail" and r.get("reproduce"):
+        lines.append(f"  - reproduce: `{r['reproduce']}`")
+    if r.get("repro_script"):
+        lines.append(f"  - standalone reproducer: `{r['repro_script']}`")
+    stack = (r.get("notes") or {}).get("stack")
+    if stack:
+        lines += ["", "  ```", *(f"  {s}" for s in stack.splitlines()[:20]), "  ```"]
+    return lines
+
+
 def _failure_groups(rows: list[dict[str, Any]]) -> list[str]:
     """Failures grouped by area, check and implementation: a table, then per group its first
     example (reason, reproduce line, stack) and its tests (collapsed)."""
@@ -43,15 +57,9 @@ def _failure_groups(rows: list[dict[str, Any]]) -> list[str]:
     lines = triage.markdown_lines(groups)
     for i, g in enumerate(groups, 1):
         first = g.first
-        lines += ["", f"### {i}. [{g.area}] `{g.check}`, `{g.impl}`: {g.counts_text()}", "",
-                  f"- first: `{first['nodeid']}` ({first['outcome']}): {first['reason']}"]
-        if first.get("reproduce"):
-            lines.append(f"  - reproduce: `{first['reproduce']}`")
-        if first.get("repro_script"):
-            lines.append(f"  - standalone reproducer: `{first['repro_script']}`")
-        stack = (first.get("notes") or {}).get("stack")
-        if stack:
-            lines += ["", "  ```", *(f"  {s}" for s in stack.splitlines()[:20]), "  ```"]
+        lines += ["", f"### {i}. [{g.area}] `{g.check}`, `{g.impl}`: {g.counts_text()}", ""]
+        lines += _detail(first, f"- first: `{first['nodeid']}` ({first['outcome']}): "
+                                f"{first['reason']}")
         if g.count > 1:
             listed = g.results[1:GROUP_TESTS_LISTED + 1]
             lines += ["", f"<details><summary>{g.count - 1} more in this group</summary>", ""]
@@ -128,14 +136,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines += _failure_groups(rows)
             continue
         for r in rows[:200]:
-            lines.append(f"- `{r['nodeid']}`: {r['reason']}")
-            if r["outcome"] != "expected-fail" and r.get("reproduce"):
-                lines.append(f"  - reproduce: `{r['reproduce']}`")
-            if r.get("repro_script"):
-                lines.append(f"  - standalone reproducer: `{r['repro_script']}`")
-            stack = (r.get("notes") or {}).get("stack")
-            if stack:
-                lines += ["", "  ```", *(f"  {s}" for s in stack.splitlines()[:20]), "  ```"]
+            lines += _detail(r, f"- `{r['nodeid']}`: {r['reason']}")
         if len(rows) > 200:
             lines.append(f"- ... and {len(rows) - 200} more (see report.json)")
     entries = report["run"].get("matrix_entries") or []

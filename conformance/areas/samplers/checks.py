@@ -16,11 +16,17 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from conformance.areas.samplers.support import (  # noqa: F401  (impossible_values: tests)
+    bits16,
+    impossible_values,
+    pattern_index,
+    require_support,
+)
+from conformance.areas.samplers.support import rounded_law as _rounded
 from conformance.harness.compare import exact
 from conformance.harness.record import Record
 from conformance.harness.tensors import dtype_name, exact_numpy
 from conformance.stats.gof import (
-    ALPHA,
     FORMATS,
     FloatFormat,
     TestResult,
@@ -32,9 +38,7 @@ from conformance.stats.gof import (
     mean_test,
     mean_test_counts,
     representable,
-    rounding_cells,
 )
-from oracles.formats import pattern_values
 from oracles.samplers import Oracle, oracle
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,7 +111,14 @@ def draw(impl: Any, shape: tuple[int, ...], dtype: torch.dtype, device: torch.de
     gen = torch.Generator(device=device).manual_seed(seed)
     out = impl(t, *params, generator=gen)
     require_in_place(record, t, out)
+    if method is not None:  # every element drawn, counted on the device
+        require_support(record, law_of(method, params), t, None)
     return t
+
+
+def law_of(method: str, params: tuple[Any, ...]) -> Oracle:
+    """The oracle of a call's (scalar) parameters."""
+    return oracle(method, tuple(float(p) for p in params))
 
 
 def require_in_place(record: Record, t: torch.Tensor, out: Any) -> None:
@@ -141,61 +152,6 @@ def null_moments(method: str, params: tuple[float, ...], fmt_name: str | None,
     return o.moments(o.tests[test], fmt)
 
 
-@functools.lru_cache(maxsize=64)
-def _rounded(method: str, params: tuple[float, ...], fmt_name: str
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Values, probabilities, and which values are 'impossible': among the least likely
-    cells, together at most ALPHA / 1e10 of the mass (so that seeing one in a sample of
-    <= 1e7 has probability below ALPHA / 1000; all support checks of a run together: below
-    ALPHA), those beyond the law's 1e-12 and 1 - 1e-12 quantiles. Interior cells are never
-    impossible: samplers draw from a grid (torch: 24-bit uniforms), which puts mass up to
-    2^-24 on values whose rounding cell is far narrower (0 in uniform_(-1, 3), bfloat16)."""
-    o = oracle(method, params)
-    values, probs = o.rounded_pmf(FORMATS[fmt_name])
-    order = np.argsort(probs, kind="stable")
-    mass = np.cumsum(probs[order])
-    negligible = np.zeros(values.size, dtype=bool)
-    negligible[order[mass <= ALPHA / 1e10]] = True
-    tail = (values < o.dist.ppf(1e-12)) | (values > o.dist.isf(1e-12))
-    return values, probs, negligible & tail
-
-
-def impossible_values(o: Oracle, x: np.ndarray, fmt: FloatFormat | None) -> tuple[int, str]:
-    """How many samples the oracle cannot produce (NaN, outside the support, not an
-    integer for a discrete law, a cell of negligible probability), and the first one."""
-    bad = np.isnan(x)
-    if o.discrete:
-        with np.errstate(invalid="ignore"):
-            bad |= (x != np.floor(x)) | (o.dist.pmf(np.nan_to_num(x)) == 0)
-    elif fmt is not None and fmt.name in ("float16", "bfloat16"):
-        values, _, imp = _rounded(o.method, o.params, fmt.name)
-        idx = _pattern_index(fmt.name)[bits16(x, fmt)]
-        bad |= (idx < 0) | (values[idx] != x) | imp[idx]
-    else:
-        lo, hi = o.dist.support()
-        bad |= (x < lo) | (x > hi)
-        if fmt is not None and fmt.name == "float32":  # rounding to 0 or inf is possible
-            with np.errstate(invalid="ignore"):
-                f = o.cdf(x)
-            tail = (f < 1e-12) | (f > 1 - 1e-12)  # elsewhere every cell has mass
-            clo, chi = rounding_cells(x[tail], fmt)
-            bad[tail] |= o.cell_probs(clo, chi) <= 0
-        elif o.strict_lower:
-            bad |= x == lo
-    if o.fold is not None:
-        bad |= x == o.fold[0]
-    count = int(bad.sum())
-    first = f"first: {x[np.argmax(bad)]!r}" if count else ""
-    return count, first
-
-
-def require_support(record: Record, o: Oracle, x: np.ndarray, fmt: FloatFormat | None) -> None:
-    __tracebackhide__ = True
-    count, first = impossible_values(o, x, fmt)
-    record.require(exact(f"support of {o.method}_{o.params} (no NaN, no impossible value)",
-                         count, x.size, first))
-
-
 def discrete_chisquare(o: Oracle, x: np.ndarray, name: str) -> TestResult:
     """Chi-square over the support (pooled tails); a long support (more than 4096 values)
     in ~200 cells of consecutive integers cut at the law's quantiles."""
@@ -214,28 +170,10 @@ def discrete_chisquare(o: Oracle, x: np.ndarray, name: str) -> TestResult:
     return chisquare_test(counts, upper - lower, name)
 
 
-def bits16(x: np.ndarray, fmt: FloatFormat) -> np.ndarray:
-    """The 16-bit patterns of float64 values that are representable in ``fmt``."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        if fmt.name == "float16":
-            return x.astype(np.float16).view(np.uint16)
-        return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-
-
-@functools.lru_cache(maxsize=4)
-def _pattern_index(fmt_name: str) -> np.ndarray:
-    """For each of the 65536 bit patterns, its index among ``representable(fmt)`` (the
-    sorted values, one zero), or -1 for NaN."""
-    fmt = FORMATS[fmt_name]
-    v = pattern_values(fmt)
-    idx = np.searchsorted(representable(fmt), np.where(np.isnan(v), 0.0, v))  # ±inf kept
-    return np.where(np.isnan(v), -1, idx)
-
-
 def rounded_counts(x: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     """Counts of a 16-bit sample over every value of its format, from the bit patterns (no
     search); NaN is left out (the support check fails it)."""
-    index = _pattern_index(fmt.name)
+    index = pattern_index(fmt.name)
     raw = np.bincount(bits16(x, fmt), minlength=2**16)
     ok = index >= 0
     return np.bincount(index[ok], weights=raw[ok], minlength=representable(fmt).size)
@@ -251,12 +189,14 @@ def ks_rounded(o: Oracle, x: np.ndarray, fmt: FloatFormat, name: str,
 
 
 def goodness_of_fit(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | None,
-                    targeted: bool = True) -> None:
+                    targeted: bool = True, support: bool = True) -> None:
     """Support, then: discrete: chi-square; 16-bit floats: chi-square over every
     representable value and KS, both against the rounded law; float32/float64: KS,
-    Cramér-von Mises and binned chi-square; then the targeted tests (``targeted``)."""
+    Cramér-von Mises and binned chi-square; then the targeted tests (``targeted``).
+    ``support=False``: ``draw`` checked the support of these samples already."""
     __tracebackhide__ = True
-    require_support(fam.record, o, x, fmt)
+    if support:
+        require_support(fam.record, o, x, fmt)
     label = f"{o.method}_{o.params}"
     low = fmt is not None and fmt.name in ("float16", "bfloat16")
     if o.discrete:
@@ -286,10 +226,11 @@ def goodness_of_fit(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | No
 
 
 def small_gof(fam: Family, o: Oracle, x: np.ndarray, fmt: FloatFormat | None,
-              what: str = "") -> None:
+              what: str = "", support: bool = True) -> None:
     """One statistical check (chi-square for discrete laws, else KS vs the rounded law)."""
     __tracebackhide__ = True
-    require_support(fam.record, o, x, fmt)
+    if support:
+        require_support(fam.record, o, x, fmt)
     label = f"{o.method}_{o.params}{', ' + what if what else ''}"
     if o.discrete:
         fam.require(discrete_chisquare(o, x, f"chi-square ({label})"))

@@ -20,8 +20,10 @@ from conformance.areas.samplers.checks import (
     expect_error,
     fmt_of,
     goodness_of_fit,
+    law_of,
     prefilled,
     require_in_place,
+    require_support,
     small_gof,
     stat_checks,
     to_numpy,
@@ -69,9 +71,12 @@ def _applies(spec: SamplerSpec, params: tuple[float, ...], dtype: torch.dtype) -
 
 
 def draw_with(impl, gen: torch.Generator, dtype: torch.dtype, device: torch.device,
-              params: tuple) -> torch.Tensor:
-    t = torch.empty(STREAM_N, dtype=dtype, device=device)
+              params: tuple, record, method: str, n: int = STREAM_N) -> torch.Tensor:
+    """``n`` values from ``gen`` (not reseeded: successive calls continue its stream), their
+    support checked."""
+    t = prefilled((n,), dtype, device, method, params)
     impl(t, *params, generator=gen)
+    require_support(record, law_of(method, params), t, None)
     return t
 
 
@@ -93,7 +98,8 @@ class SamplerTests:
         n = sized(spec.n)
         record.case(method=spec.method, params=params, n=n, generator_seed=seed)
         x = to_numpy(draw(impl, (n,), dtype, device, params, seed, record, spec.method))
-        goodness_of_fit(Family(record, 5), oracle(spec.method, spec.main), x, fmt_of(dtype))
+        goodness_of_fit(Family(record, 5), oracle(spec.method, spec.main), x, fmt_of(dtype),
+                        support=False)
 
     @stat_checks(6)
     def test_other_parameters(self, impl, dtype, device, record, rng):
@@ -106,7 +112,8 @@ class SamplerTests:
             p = _params(spec, params, dtype)
             record.case(method=spec.method, params=p, n=OTHER_N, generator_seed=seed)
             x = to_numpy(draw(impl, (OTHER_N,), dtype, device, p, seed, record, spec.method))
-            goodness_of_fit(fam, oracle(spec.method, params), x, fmt_of(dtype), targeted=False)
+            goodness_of_fit(fam, oracle(spec.method, params), x, fmt_of(dtype), targeted=False,
+                            support=False)
 
     @stat_checks(1)
     def test_two_sample_vs_cpu(self, impl, dtype, device, record, rng):
@@ -230,10 +237,10 @@ class SamplerTests:
         params = _params(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, n=STREAM_N, generator_seed=seed)
         gen = torch.Generator(device=device).manual_seed(seed)
-        first = draw_with(impl, gen, dtype, device, params)
-        second = draw_with(impl, gen, dtype, device, params)
+        first = draw_with(impl, gen, dtype, device, params, record, spec.method)
+        second = draw_with(impl, gen, dtype, device, params, record, spec.method)
         other = draw_with(impl, torch.Generator(device=device).manual_seed(seed + 1), dtype,
-                          device, params)
+                          device, params, record, spec.method)
         o = oracle(spec.method, spec.main)
         Family(record, 1).require(stream_overlap(
             {"call 1": bits_of(first), "call 2": bits_of(second), "seed + 1": bits_of(other)},
@@ -252,8 +259,7 @@ class SamplerTests:
             gen = torch.Generator(device=device).manual_seed(s)
             outs = []
             for _ in range(2 if twice else 1):
-                t = torch.empty(4099, dtype=dtype, device=device)
-                impl(t, *params, generator=gen)
+                t = draw_with(impl, gen, dtype, device, params, record, spec.method, 4099)
                 outs.append(t.view(bits).cpu())
             return outs
 
@@ -301,7 +307,7 @@ class SamplerTests:
                                 spec.method))
             o = oracle(spec.method, ext.params)
             if ext.statistical:
-                small_gof(fam, o, x, fmt_of(dtype))
+                small_gof(fam, o, x, fmt_of(dtype), support=False)
                 continue
             bad = np.isnan(x) | (x < 1) | (np.isfinite(x) & (x != np.floor(x)))
             record.require(exact(f"support of {spec.method}{ext.params} (integers >= 1 or "

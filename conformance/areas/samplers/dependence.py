@@ -12,6 +12,9 @@
 - ``stream_overlap``: windows of L consecutive values shared between streams that should
   be independent (a call and the next, two seeds); L is chosen from the law's collision
   probability so that one shared window is a rejection at ALPHA.
+- ``call_overlaps``: for large consecutive calls, windows of the next call (at a few
+  anchors) searched in the whole previous call on the device: a generator whose counter
+  advances less than a call consumes repeats the previous call's values.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
 from conformance.stats.gof import ALPHA, FloatFormat, TestResult, chisquare_test, serial_test
@@ -101,3 +105,44 @@ def stream_overlap(streams: dict[str, np.ndarray], o: Oracle, fmt: FloatFormat |
     return TestResult(f"no shared runs of {length} values between streams ({label})",
                       float(shared), p, n, "; ".join(found) or
                       f"none shared (collision probability {q:.3g} per value)")
+
+
+ANCHORS = (0, 4096, 65_536)  # offsets of the next call's windows searched in the previous
+
+
+def find_window(hay: torch.Tensor, needle: torch.Tensor) -> list[int]:
+    """Every position where ``needle`` (1-D) occurs in ``hay`` (1-D, same dtype), on the
+    tensors' device: candidates for the first value, narrowed value by value."""
+    span = hay.numel() - needle.numel() + 1
+    if span <= 0:
+        return []
+    cand = (hay[:span] == needle[0]).nonzero().reshape(-1)
+    for j in range(1, needle.numel()):
+        if cand.numel() == 0:
+            break
+        cand = cand[hay[cand + j] == needle[j]]
+    return cand.tolist()
+
+
+def call_overlaps(calls: list[torch.Tensor], o: Oracle, fmt: FloatFormat | None,
+                  label: str) -> TestResult:
+    """No window of L values of a call (at the ANCHORS) occurs anywhere in the call before
+    it (``calls``: raw bit patterns, 1-D, in call order). L makes the expected number of
+    chance occurrences under independence at most ALPHA / 10; the p-value bound is that
+    expectation (Markov)."""
+    q = collision_probability(o, fmt)
+    n = max(c.numel() for c in calls)
+    searches = len(ANCHORS) * (len(calls) - 1)
+    length = max(2, math.ceil(math.log(ALPHA / 10 / (searches * n)) / math.log(q)))
+    found = []
+    for k in range(1, len(calls)):
+        prev, nxt = calls[k - 1], calls[k]
+        for at in ANCHORS:
+            if at + length > nxt.numel():
+                continue
+            for pos in find_window(prev, nxt[at:at + length])[:3]:
+                found.append(f"call {k + 1} at {at} repeats call {k} at {pos}")
+    bound = searches * n * q**length
+    return TestResult(f"no run of {length} values of a call repeated from the call before "
+                      f"({label})", float(len(found)), min(1.0, bound) if found else 1.0, n,
+                      "; ".join(found[:6]) or f"none ({len(calls)} calls of {n} values)")

@@ -16,6 +16,7 @@ import torch
 from conformance.areas.samplers.checks import (
     Family,
     bits_of,
+    device_bits,
     draw,
     expect_error,
     fmt_of,
@@ -29,6 +30,7 @@ from conformance.areas.samplers.checks import (
     to_numpy,
 )
 from conformance.areas.samplers.data import (
+    LARGE_N,
     OTHER_N,
     SERIAL_N,
     SMALL_REPEATS,
@@ -43,6 +45,7 @@ from conformance.areas.samplers.data import (
 )
 from conformance.areas.samplers.dependence import (
     TAIL_QUANTILES,
+    call_overlaps,
     magnitude_serial,
     pair_chisquare,
     stream_overlap,
@@ -50,6 +53,7 @@ from conformance.areas.samplers.dependence import (
 )
 from conformance.harness.compare import exact
 from conformance.harness.outcomes import unsupported
+from conformance.harness.profiles import scale
 from conformance.harness.tensors import dtype_name
 from conformance.stats.gof import repeat_test, serial_test, two_sample_test
 from oracles.sampler_tails import tail_thresholds
@@ -245,6 +249,27 @@ class SamplerTests:
         Family(record, 1).require(stream_overlap(
             {"call 1": bits_of(first), "call 2": bits_of(second), "seed + 1": bits_of(other)},
             o, fmt_of(dtype), spec.method))
+
+    @stat_checks(1)
+    def test_large_calls(self, impl, dtype, device, record, rng, conformance_state):
+        """Consecutive calls of LARGE_N = 2^22 + 13 values on one generator (past the
+        2^16 and 2^22 marks where a kernel's grid or a generator's per-call offset may
+        wrap; 2, 4, 16 calls in ci, dev, thorough): every value in the support, counted on
+        the device (a kernel that leaves the end of a large tensor unwritten, or writes an
+        impossible value once in 2^24), and no call repeating a run of values of the call
+        before it (a counter advanced by less than a call consumes)."""
+        spec, seed = self.spec, _seed(rng)
+        params = _params(spec, spec.main, dtype)
+        calls = scale(conformance_state.profile, 2, 4, 16)
+        record.case(method=spec.method, params=params, n=LARGE_N, calls=calls,
+                    generator_seed=seed)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        bits = []
+        for _ in range(calls):
+            t = draw_with(impl, gen, dtype, device, params, record, spec.method, LARGE_N)
+            bits.append(device_bits(t))
+        o = oracle(spec.method, spec.main)
+        Family(record, 1).require(call_overlaps(bits, o, fmt_of(dtype), spec.method))
 
     def test_reproducible(self, impl, dtype, device, record, rng):
         """A seeded generator on the device reproduces the stream bit for bit, whatever the

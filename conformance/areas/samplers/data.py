@@ -49,6 +49,7 @@ TWO_SAMPLE_N = sized(200_000)
 SERIAL_N = sized(1 << 18)
 TAIL_N = sized(4_000_000)  # expected counts 400 and 40 beyond the 1e-4 and 1e-5 quantiles
 STREAM_N = 4099
+RESOLUTION_N = sized(800_000)
 LARGE_N = (1 << 22) + REMAINDER  # test_large_calls: past 2^16 and 2^22 values per call
 
 

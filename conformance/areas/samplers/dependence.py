@@ -12,6 +12,9 @@
 - ``stream_overlap``: windows of L consecutive values shared between streams that should
   be independent (a call and the next, two seeds); L is chosen from the law's collision
   probability so that one shared window is a rejection at ALPHA.
+- ``resolution_test``: how many float64 (float32) draws are representable in float32 (in
+  float16 or bfloat16), against at most one in 2^20 (one in 2^8): a law computed in the
+  narrower type and cast, or built on too few random bits, is representable far more often.
 - ``call_overlaps``: for large consecutive calls, windows of the next call (at a few
   anchors) searched in the whole previous call on the device: a generator whose counter
   advances less than a call consumes repeats the previous call's values.
@@ -24,6 +27,7 @@ import math
 import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
+from scipy import stats as sps
 
 from conformance.stats.gof import ALPHA, FloatFormat, TestResult, chisquare_test, serial_test
 from conformance.stats.tails import binomial_test
@@ -146,3 +150,32 @@ def call_overlaps(calls: list[torch.Tensor], o: Oracle, fmt: FloatFormat | None,
     return TestResult(f"no run of {length} values of a call repeated from the call before "
                       f"({label})", float(len(found)), min(1.0, bound) if found else 1.0, n,
                       "; ".join(found[:6]) or f"none ({len(calls)} calls of {n} values)")
+
+
+# dtype -> (narrower formats, the most draws per draw the null allows representable in them).
+# A float64 law at float64 resolution lands on a float32-representable value with
+# probability ~2^-29 (one float64 value in 2^29 is a float32 one, where the density is
+# smooth); samplers build values from uniforms on a grid (torch: 2^-53), which concentrates
+# them near a few points (uniform_(-1, 3): 2^-28 of its draws). 2^-20 leaves a factor 2^8.
+# float32 from 24-bit uniforms: up to ~2^-11 of the draws are float16- or bfloat16-
+# representable (uniform_ near 0); 2^-8 leaves a factor 8.
+RESOLUTION = {torch.float64: ((torch.float32,), 2.0**-20),
+              torch.float32: ((torch.float16, torch.bfloat16), 2.0**-8)}
+
+
+def resolution_test(t: torch.Tensor, label: str) -> TestResult:
+    """A one-sided exact Poisson test on the count of draws representable in a narrower
+    format (counted on the device); the null's rate is RESOLUTION's bound."""
+    narrower, rate = RESOLUTION[t.dtype]
+    flat = t.reshape(-1)
+    hit = torch.zeros_like(flat, dtype=torch.bool)
+    for fmt in narrower:
+        with torch.no_grad():
+            hit |= flat.to(fmt).to(t.dtype) == flat
+    count, n = int(hit.sum()), flat.numel()
+    lam = n * rate
+    p = float(sps.poisson.sf(count - 1, lam)) if count else 1.0
+    names = " or ".join(str(f).removeprefix("torch.") for f in narrower)
+    return TestResult(f"resolution: draws representable in {names} ({label})", count, p, n,
+                      f"observed {count}, at most {lam:.3g} expected (rate 2^"
+                      f"{math.log2(rate):.0f})")

@@ -32,6 +32,7 @@ from conformance.areas.samplers.checks import (
 from conformance.areas.samplers.data import (
     LARGE_N,
     OTHER_N,
+    RESOLUTION_N,
     SERIAL_N,
     SMALL_REPEATS,
     SMALL_SIZES,
@@ -44,10 +45,12 @@ from conformance.areas.samplers.data import (
     sized,
 )
 from conformance.areas.samplers.dependence import (
+    RESOLUTION,
     TAIL_QUANTILES,
     call_overlaps,
     magnitude_serial,
     pair_chisquare,
+    resolution_test,
     stream_overlap,
     tail_checks,
 )
@@ -249,6 +252,25 @@ class SamplerTests:
         Family(record, 1).require(stream_overlap(
             {"call 1": bits_of(first), "call 2": bits_of(second), "seed + 1": bits_of(other)},
             o, fmt_of(dtype), spec.method))
+
+    @stat_checks(1)
+    def test_resolution(self, impl, dtype, device, record, rng):
+        """float64 draws carry float64 resolution (at most one in 2^20 is a float32 value),
+        float32 draws float32 resolution (at most one in 2^8 a float16 or bfloat16 value):
+        a law computed in a narrower type and cast fails with certainty at n =
+        RESOLUTION_N, and so does a float64 uniform_ from 32 random bits (about 1 % of its
+        draws are float32 values). 16-bit draws: the chi-square over every representable
+        value (test_goodness_of_fit) is their resolution test."""
+        spec = self.spec
+        if dtype not in RESOLUTION or oracle(spec.method, spec.main).discrete:
+            unsupported(f"resolution is checked for continuous laws in float32 and float64 "
+                        f"(a {dtype_name(dtype)} {spec.method} is covered by its chi-square "
+                        "over every value)")
+        seed = _seed(rng)
+        params = _params(spec, spec.main, dtype)
+        record.case(method=spec.method, params=params, n=RESOLUTION_N, generator_seed=seed)
+        t = draw(impl, (RESOLUTION_N,), dtype, device, params, seed, record, spec.method)
+        Family(record, 1).require(resolution_test(t, f"{spec.method}{spec.main}"))
 
     @stat_checks(1)
     def test_large_calls(self, impl, dtype, device, record, rng, conformance_state):

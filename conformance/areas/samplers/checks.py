@@ -261,3 +261,28 @@ def expect_error(impl: Any, t: torch.Tensor, params: tuple[Any, ...], pattern: s
             return None
         return f"params {params}: raised {type(exc).__name__} {text!r}, expected /{pattern}/"
     return f"params {params}: no error"
+
+
+def parameter_test(method: str, params: tuple[float, ...], x: np.ndarray,
+                   fmt: FloatFormat | None) -> TestResult:
+    """The targeted test of ``test_parameter_precision``: bernoulli the mean of x (p),
+    geometric the mean of p x (1), exponential the mean of lambd x (1), a location-scale
+    law in a 16-bit format its scale score against the law rounded to that format."""
+    name = method.rstrip("_")
+    label = f"{method}{params}"
+    if name == "bernoulli":
+        p = params[0]
+        return mean_test(x, p, p * (1 - p), f"mean of x ({label})")
+    if name == "geometric":
+        p = params[0]
+        return mean_test(p * x, 1.0, 1.0 - p, f"mean of p x ({label})")
+    if name == "exponential":
+        return mean_test(params[0] * x, 1.0, 1.0, f"mean of lambd x ({label})")
+    if fmt is None or fmt.name not in ("float16", "bfloat16"):
+        raise ValueError(f"no parameter-precision test for {method} in {fmt}")
+    o = oracle(method, params)
+    values, _, _ = _rounded(o.method, o.params, fmt.name)
+    mean, var = null_moments(o.method, o.params, fmt.name, "scale score")
+    with np.errstate(all="ignore"):
+        return mean_test_counts(o.tests["scale score"](values), rounded_counts(x, fmt), mean,
+                                var, f"scale score ({label}, {fmt.name})")

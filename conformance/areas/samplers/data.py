@@ -22,6 +22,19 @@ class Extreme:
 
 
 @dataclass(frozen=True)
+class Precision:
+    """A parameter where rounding it to a narrower compute type moves the law most, and the
+    n at which the targeted test sees that move with probability >= 0.99 at ALPHA
+    (tests/test_sampler_power.py recomputes it)."""
+
+    params: tuple[float, ...]
+    n: int
+    dtypes: tuple[str, ...]
+    rounding: str  # the rounding it detects and the move it makes
+    shifted: tuple[float, ...]  # the parameters that rounding gives
+
+
+@dataclass(frozen=True)
 class SamplerSpec:
     area: str
     method: str  # the torch.Tensor method
@@ -30,6 +43,7 @@ class SamplerSpec:
     others: tuple[tuple[float, ...], ...]  # further parameters, checked at OTHER_N
     invalid: tuple[tuple[tuple[float, ...], str], ...]  # (params, message regex)
     extremes: tuple[Extreme, ...] = ()
+    precision: tuple[Precision, ...] = ()
 
     @property
     def name(self) -> str:
@@ -69,6 +83,8 @@ SPECS = {s.name: s for s in [
         others=((0.0, 1.0), (-3.0, 0.25)),
         invalid=(((0.0, -1.0), r"std"),),
         extremes=(Extreme((5.0, 1e-4)), Extreme((0.0, 1e38))),
+        precision=(Precision((0.5, 2.0078), 2_600_000, ("float16", "bfloat16"),
+                             "std rounded to bfloat16 (2.0078 -> 2.0, -0.39 %)", (0.5, 2.0)),),
     ),
     SamplerSpec(
         "sampler.log_normal", "log_normal_", (1.0, 2.0), 800_000,
@@ -87,6 +103,9 @@ SPECS = {s.name: s for s in [
         others=((1.0,), (0.1,)),
         invalid=(((0.0,), r"lambda"), ((-1.0,), r"lambda")),
         extremes=(Extreme((1e-6,)), Extreme((1e6,))),
+        precision=(Precision((2.4 * 2.0**-24,), 100_000, ("float32", "float64"),
+                             "lambd rounded to float16 (2.4 subnormal steps -> 2, -17 %)",
+                             (2.0 * 2.0**-24,)),),
     ),
     SamplerSpec(
         "sampler.uniform", "uniform_", (-1.0, 3.0), 400_000,
@@ -102,12 +121,19 @@ SPECS = {s.name: s for s in [
         extremes=(Extreme((1 - 1e-6,)), Extreme((0.999,)),
                   Extreme((1e-6,), ("float32", "float64", "int32", "int64")),
                   Extreme((1e-6,), ("float16", "bfloat16"), statistical=False)),
+        precision=(Precision((1.3 * 2.0**-24,), 100_000, ("float32", "float64", "int32",
+                                                           "int64"),
+                             "1 - p rounded to float32 in log(1 - p) (p -> 2^-24, -23 %)",
+                             (2.0**-24,)),),
     ),
     SamplerSpec(
         "sampler.bernoulli", "bernoulli_", (0.5,), 800_000,
         others=((0.2,), (0.9,)),
         invalid=(((1.5,), r"p.*\[0, 1\]"), ((-0.1,), r"p.*\[0, 1\]")),
         extremes=(Extreme((0.0,)), Extreme((1.0,)), Extreme((1e-6,)), Extreme((1 - 1e-6,))),
+        precision=(Precision((0.99963,), 2_100_000, (*FLOATS, "uint8", "int64"),
+                             "p rounded to float16 (1 - p: 3.7e-4 -> 4.88e-4, +32 %) or to "
+                             "bfloat16 (p -> 1)", (0.99951171875,)),),
     ),
     SamplerSpec(
         "sampler.random", "random_", (3.0, 103.0), 400_000,

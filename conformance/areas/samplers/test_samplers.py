@@ -22,6 +22,7 @@ from conformance.areas.samplers.checks import (
     fmt_of,
     goodness_of_fit,
     law_of,
+    parameter_test,
     prefilled,
     require_in_place,
     require_support,
@@ -338,6 +339,26 @@ class SamplerTests:
                 problems.append(problem)
         record.require(exact("invalid parameters raise", len(problems),
                              len(self.spec.invalid), "; ".join(problems)))
+
+    @stat_checks(1)
+    def test_parameter_precision(self, impl, dtype, device, record, rng):
+        """A parameter where rounding it to a narrower compute type moves the law most
+        (``data.Precision``: p near 1 for bernoulli, p near 2^-24 for geometric, lambd a
+        few float16 subnormal steps for exponential, a std between two bfloat16 values for
+        half-precision normal), drawn at the n where the targeted test sees that move with
+        probability >= 0.99 at ALPHA."""
+        spec, name = self.spec, dtype_name(dtype)
+        cases = [c for c in spec.precision if name in c.dtypes]
+        if not cases:
+            unsupported(f"no parameter-precision case for {spec.method} in {name}")
+        fam = Family(record, 1)
+        for c in cases[:1]:
+            seed, n = _seed(rng), sized(c.n)
+            params = _params(spec, c.params, dtype)
+            record.case(method=spec.method, params=params, n=n, detects=c.rounding,
+                        generator_seed=seed)
+            x = to_numpy(draw(impl, (n,), dtype, device, params, seed, record, spec.method))
+            fam.require(parameter_test(spec.method, c.params, x, fmt_of(dtype)))
 
     @stat_checks(4)
     def test_extreme_parameters(self, impl, dtype, device, record, rng):

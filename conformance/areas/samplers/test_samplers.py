@@ -9,6 +9,8 @@ the ci profile, fresh (and printed) in dev and thorough.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -64,6 +66,8 @@ from oracles.sampler_tails import tail_thresholds
 from oracles.samplers import oracle
 
 F32 = pytest.mark.parametrize("dtype", [torch.float32], ids=["float32"])
+LOW_SEED_BITS = (16, 24, 31)
+HIGH_SEED_BITS = (32, 40, 48, 63)
 
 
 def _seed(rng: np.random.Generator) -> int:
@@ -86,6 +90,17 @@ def draw_with(impl, gen: torch.Generator, dtype: torch.dtype, device: torch.devi
     impl(t, *params, generator=gen)
     require_support(record, law_of(method, params), t, None)
     return t
+
+
+@functools.lru_cache(maxsize=8)
+def generator_drops_high_bits(device: torch.device) -> list[int]:
+    """The bits of HIGH_SEED_BITS the device's torch.Generator ignores (torch.rand)."""
+    def first(s: int) -> torch.Tensor:
+        gen = torch.Generator(device=device).manual_seed(s)
+        return torch.rand(64, generator=gen, device=device).cpu()
+
+    base = first(12345)
+    return [bit for bit in HIGH_SEED_BITS if torch.equal(base, first(12345 | (1 << bit)))]
 
 
 def _params(spec: SamplerSpec, params: tuple[float, ...], dtype: torch.dtype) -> tuple:
@@ -324,8 +339,37 @@ class SamplerTests:
             problems.append("another seed gave the same stream")
         if torch.equal(a, a_next):
             problems.append("the next draw repeated the first")
-        record.require(exact("seeded generator reproduces its stream", len(problems), 3,
-                             "; ".join(problems)))
+        for bit in LOW_SEED_BITS:  # a seed truncated to 16, 24 or 31 bits
+            if torch.equal(a, run(seed ^ (1 << bit))[0]):
+                problems.append(f"seeds differing only in bit {bit} gave the same stream")
+        record.require(exact("seeded generator reproduces its stream", len(problems),
+                             3 + len(LOW_SEED_BITS), "; ".join(problems)))
+
+    def test_high_seed_bits(self, impl, dtype, device, record, rng):
+        """Seeds differing only in a bit from 32 to 63 give different streams (a 64-bit
+        seed is not truncated to 32 bits), where the device's own generator keeps those
+        bits (CUDA's Philox does; the CPU's mt19937 takes 32, pytorch#87509: an
+        implementation drawing from it cannot do better, so the test does not apply)."""
+        spec, seed = self.spec, _seed(rng) & 0xFFFF_FFFF
+        lost = generator_drops_high_bits(device)
+        if lost:
+            unsupported(f"this device's torch.Generator ignores seed bits {lost} (torch.rand "
+                        "draws the same stream): nothing an implementation draws from it can "
+                        "tell those seeds apart")
+        params = _params(spec, spec.main, dtype)
+        record.case(method=spec.method, params=params, generator_seed=seed,
+                    bits=HIGH_SEED_BITS)
+
+        def first(s: int) -> torch.Tensor:
+            gen = torch.Generator(device=device).manual_seed(s)
+            return device_bits(draw_with(impl, gen, dtype, device, params, record,
+                                         spec.method, 4099)).cpu()
+
+        base = first(seed)
+        same = [bit for bit in HIGH_SEED_BITS if torch.equal(base, first(seed | (1 << bit)))]
+        record.require(exact("seeds differing only in a high bit give different streams",
+                             len(same), len(HIGH_SEED_BITS),
+                             f"bits {same} gave the seed's own stream" if same else ""))
 
     @F32
     def test_parameter_validation(self, impl, dtype, device, record):

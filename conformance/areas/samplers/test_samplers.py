@@ -461,10 +461,11 @@ class TestBernoulli(SamplerTests):
     pytestmark = pytest.mark.area("sampler.bernoulli")
     spec = SPECS["bernoulli"]
 
-    @stat_checks(1)
+    @stat_checks(2)
     def test_tensor_p(self, impl, dtype, device, record, rng):
         """A tensor of probabilities (p = 0 and 1 included): exact at 0 and 1, and
-        sum(x - p) / sqrt(sum p (1 - p)) standard normal elsewhere."""
+        sum(x - p) / sqrt(sum p (1 - p)) standard normal elsewhere; then the same into a
+        transposed output view, p in the view's logical layout."""
         from conformance.stats.gof import mean_test
 
         seed, n = _seed(rng), sized(400_000)
@@ -479,7 +480,28 @@ class TestBernoulli(SamplerTests):
         record.require(exact("p = 0 gives 0, p = 1 gives 1, values in {0, 1}", wrong, n))
         w = pn * (1 - pn)
         scaled = (x - pn) / np.sqrt(w.mean())  # mean 0, variance mean(w)/mean(w) = 1
-        Family(record, 1).require(mean_test(scaled, 0.0, 1.0, "tensor p: mean of x - p"))
+        fam = Family(record, 2)
+        fam.require(mean_test(scaled, 0.0, 1.0, "tensor p: mean of x - p"))
+        # a non-contiguous output (a transposed view) with p of the view's shape: element
+        # (i, j) draws with p[i, j], whatever the output's memory order
+        rows, cols = 257, 1557
+        pv = torch.from_numpy(np.random.default_rng(seed + 1).uniform(0, 1, (rows, cols)))
+        pv[:, :500], pv[:, 500:1000] = 0.0, 1.0
+        buf = torch.full((cols, rows), 0.5, dtype=dtype, device=device)
+        view = buf.t()
+        record.case(method="bernoulli_", p="tensor, rows 0 / 1 / U(0, 1) by column",
+                    layout="transposed", shape=(rows, cols), generator_seed=seed + 1)
+        out = impl(view, pv.to(device), generator=torch.Generator(device=device)
+                   .manual_seed(seed + 1))
+        require_in_place(record, view, out)
+        xv, pn = to_numpy(view).reshape(rows, cols), pv.numpy()
+        wrong = int(np.sum(xv[:, :1000] != pn[:, :1000]) + np.sum((xv != 0) & (xv != 1)))
+        record.require(exact("tensor p on a transposed output: p = 0 gives 0, p = 1 gives 1",
+                             wrong, xv.size))
+        rest, pr = xv[:, 1000:].reshape(-1), pn[:, 1000:].reshape(-1)
+        wr = pr * (1 - pr)
+        fam.require(mean_test((rest - pr) / np.sqrt(wr.mean()), 0.0, 1.0,
+                              "tensor p on a transposed output: mean of x - p"))
 
 
 class TestRandom(SamplerTests):

@@ -138,3 +138,50 @@ def test_tail_and_dependence_power_as_stated():
     for stated in ("below 0.60x or above 1.48x", "below 0.057x or above 2.79x",
                    "of 0.017 or more", f"n = {TAIL_N:,}", f"n = {SERIAL_N:,}"):
         assert stated in page, f"docs/areas/samplers.md no longer states {stated!r}"
+
+
+def _bf16(x: float) -> float:
+    return float(torch.tensor(x, dtype=torch.float64).to(torch.bfloat16).double())
+
+
+def _rounded_as_stated(method: str, c) -> None:
+    """``Precision.shifted`` is what the stated rounding gives."""
+    (v,), (w,) = c.params[-1:], c.shifted[-1:]
+    if method == "bernoulli_":
+        assert float(np.float16(v)) == w and _bf16(v) == 1.0
+    elif method == "geometric_":
+        assert 1.0 - float(np.float32(1.0 - v)) == w
+    elif method == "exponential_":
+        assert float(np.float16(v)) == w
+    else:
+        assert _bf16(v) == w
+
+
+@pytest.mark.parametrize("name", [n for n, s in SPECS.items() if s.precision])
+def test_parameter_precision_cases_have_the_power(name):
+    """Each parameter-precision case: its ``shifted`` parameters are what the stated rounding
+    gives, and at its n the targeted test sees that shift with probability >= 0.99 (the
+    mean of g(X) under the shifted law against the null's mean and sd)."""
+    spec = SPECS[name]
+    for c in spec.precision:
+        _rounded_as_stated(spec.method, c)
+        if name == "bernoulli":  # mean of x
+            p, q = c.params[0], c.shifted[0]
+            shift, sd = q - p, np.sqrt(p * (1 - p))
+        elif name == "geometric":  # mean of p x: 1 under p, p / p' under p'
+            p, q = c.params[0], c.shifted[0]
+            shift, sd = p / q - 1.0, np.sqrt(1 - p)
+        elif name == "exponential":  # mean of lambd x
+            shift, sd = c.params[0] / c.shifted[0] - 1.0, 1.0
+        else:  # the scale score against the law rounded to each 16-bit output format
+            for fmt in c.dtypes:
+                o, alt = oracle(spec.method, c.params), oracle(spec.method, c.shifted)
+                m0, v0 = null_moments(o.method, o.params, fmt, "scale score")
+                values, probs = alt.rounded_pmf(FORMATS[fmt])
+                with np.errstate(all="ignore"):
+                    g = o.tests["scale score"](values)
+                keep = probs > 0
+                m1 = float(np.dot(probs[keep], g[keep]) / probs[keep].sum())
+                assert power_of(m1 - m0, np.sqrt(v0), c.n) >= 0.99, (name, fmt)
+            continue
+        assert power_of(shift, sd, c.n) >= 0.99, (name, c)

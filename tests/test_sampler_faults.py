@@ -90,6 +90,26 @@ def test_declared_checks_fit_the_budget(suite):
     print(f"declared statistical checks: {total} of {CHECK_BUDGET}")
 
 
+@pytest.mark.harness_only  # the harness's handling of a budget: newest torch only in CI
+def test_over_budget_says_so_with_and_without_workers(suite):
+    """Past the check budget, -n 0 is a one-line usage error (exit 4); under xdist (a
+    worker cannot end the run with one) every statistical test errors with the message."""
+    from tests.planted.blind_sampler_faults import impl_args
+
+    base = [str(SUITE / "samplers"), "--no-builtins", *impl_args(), "-k",
+            "not reproducible and not validation and not seed_bits"]  # tests that declare
+    serial = suite(*base, "-n", "0", report=False)
+    assert serial.returncode == 4, serial.output[-2000:]
+    assert "more than the budget of" in serial.stderr and "Traceback" not in serial.output
+    workers = suite(*base, "-n", "1")
+    assert workers.returncode == 1, workers.output[-2000:]
+    results = workers.report["results"]
+    assert results and all(r["outcome"] == "error" and "more than the budget of" in r["reason"]
+                           for r in results)
+    assert "give one reason: setup: RuntimeError: the collected sampler tests declare" in \
+        workers.stdout, workers.stdout[-3000:]
+
+
 # (area, planted sampler, dtype, the check that must flag it)
 NEW_FAULTS = [
     ("normal", "normal_truncated_3p5", "float32", "test_tails"),

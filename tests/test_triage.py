@@ -108,3 +108,12 @@ def test_the_suites_own_warnings_are_told_apart():
 
     assert _suite_file(checks.__file__)
     assert not _suite_file(numpy.__file__) and not _suite_file(__file__)
+
+
+def test_one_reason_across_groups_is_said_once():
+    results = [{**_result(f"area{a}", f"test_{c}", "impl", "float32", i),
+                "reason": "setup: RuntimeError: over budget"}
+               for a in range(3) for c in range(4) for i in range(5)]
+    lines = triage.terminal_lines(triage.group_failures(results), None)
+    assert lines[1] == "  60 of them in 12 groups give one reason: setup: RuntimeError: over budget"
+    assert triage.shared_reason(triage.group_failures(results[:10]))[0] is None  # 2 groups

@@ -108,6 +108,20 @@ def by_area(groups: list[Group]) -> dict[str, list[Group]]:
     return dict(sorted(out.items(), key=lambda kv: (-sum(g.count for g in kv[1]), kv[0])))
 
 
+def shared_reason(groups: list[Group]) -> tuple[str | None, int]:
+    """The one reason most failures give, when they span several groups (a cause outside
+    any one check: a budget, a missing package, a broken device), and how many give it."""
+    if len(groups) < 3:
+        return None, 0
+    counts: dict[str, int] = {}
+    for g in groups:
+        for r in g.results:
+            counts[r.get("reason", "")] = counts.get(r.get("reason", ""), 0) + 1
+    reason, n = max(counts.items(), key=lambda kv: kv[1])
+    total = sum(g.count for g in groups)
+    return (reason, n) if reason and n >= 0.9 * total else (None, 0)
+
+
 SHOWN_GROUPS = 8  # in the terminal; report.html and summary.md list every group
 
 
@@ -117,6 +131,10 @@ def terminal_lines(groups: list[Group], where: str | None, shown: int = SHOWN_GR
     total = sum(g.count for g in groups)
     lines = [f"{total} failure{'s' if total != 1 else ''} in {len(groups)} "
              f"group{'s' if len(groups) != 1 else ''} (area / check / implementation):"]
+    reason, same = shared_reason(groups)
+    if reason is not None:
+        lines.append(f"  {same} of them in {len(groups)} groups give one reason: "
+                     f"{short_reason(reason, 240)}")
     for g in groups[:shown]:
         lines.append(f"  [{g.area}] {g.check}  impl={g.impl}: {g.counts_text()}")
         lines.append(f"      e.g. {g.first['nodeid'].split('::', 1)[-1]}: "

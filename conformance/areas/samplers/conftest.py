@@ -15,12 +15,27 @@ def declared_checks(items: list[pytest.Item]) -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     total = declared_checks(items)
-    if total + 1 > CHECK_BUDGET:  # one more: all support checks together (checks.py)
-        raise pytest.UsageError(
-            f"the collected sampler tests declare {total} statistical checks, more than the "
-            f"budget of {CHECK_BUDGET} (per-check level {ALPHA:.3g} keeps the run's "
-            f"false-alarm rate below {FAMILY_ALPHA:g}); run fewer implementations at once")
     config.stash[BUDGET_KEY] = total
+    if total + 1 > CHECK_BUDGET:  # one more: all support checks together (checks.py)
+        message = (f"the collected sampler tests declare {total} statistical checks, more "
+                   f"than the budget of {CHECK_BUDGET} (per-check level {ALPHA:.3g} keeps the "
+                   f"run's false-alarm rate below {FAMILY_ALPHA:g}); run fewer "
+                   "implementations at once")
+        if not hasattr(config, "workerinput"):
+            raise pytest.UsageError(message)
+        # an xdist worker cannot end the run with a usage error (xdist reports a lost
+        # worker instead): every sampler test errors at setup with the message
+        config.stash[OVER_BUDGET] = message
+
+
+OVER_BUDGET = pytest.StashKey[str]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    message = item.config.stash.get(OVER_BUDGET, None)
+    if message is not None and getattr(item, "function", None) is not None \
+            and hasattr(item.function, "stat_checks"):
+        raise RuntimeError(message)
 
 
 BUDGET_KEY = pytest.StashKey[int]()

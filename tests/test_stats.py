@@ -225,3 +225,18 @@ def test_chisquare_pools_a_count_in_a_zero_probability_cell():
     counts = np.random.default_rng(837978523).multinomial(400_148, probs / probs.sum())
     counts[zero] += 1
     assert not stats.chisquare_test(counts, probs).rejected
+
+
+def test_ks_tail_is_exact_near_the_level():
+    """Where a KS p-value can decide a rejection it is the exact finite-n tail (scipy's
+    kstwo), not Stephens' approximation, which is slightly small there."""
+    from conformance.stats.gof import ALPHA, ks_sf
+
+    n = 100_013
+    d = 6.5 / math.sqrt(n)
+    assert ks_sf(d, n) == pytest.approx(sps.kstwo.sf(d, n), rel=1e-12)
+    assert ks_sf(d, n) < ALPHA
+    scale = math.sqrt(n) + 0.12 + 0.11 / math.sqrt(n)  # Stephens' finite-n form
+    assert sps.kstwobign.sf(d * scale) < ks_sf(d, n)  # alone it would reject more often
+    far = 1.0 / math.sqrt(n)  # far from the level: the cheap form
+    assert ks_sf(far, n) == pytest.approx(sps.kstwobign.sf(far * scale))

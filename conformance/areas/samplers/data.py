@@ -64,7 +64,9 @@ SERIAL_N = sized(1 << 18)
 TAIL_N = sized(4_000_000)  # expected counts 400 and 40 beyond the 1e-4 and 1e-5 quantiles
 STREAM_N = 4099
 RESOLUTION_N = sized(800_000)
-LARGE_N = (1 << 22) + REMAINDER  # test_large_calls: past 2^16 and 2^22 values per call
+# test_large_calls: values per call (past 2^16 and 2^22; dev and thorough past 2^24) and calls
+LARGE = {"ci": ((1 << 22) + REMAINDER, 2), "dev": ((1 << 24) + REMAINDER, 2),
+         "thorough": ((1 << 24) + REMAINDER, 8)}
 
 
 def layout_shape(n: int) -> tuple[int, int]:

@@ -34,7 +34,7 @@ from conformance.areas.samplers.checks import (
     to_numpy,
 )
 from conformance.areas.samplers.data import (
-    LARGE_N,
+    LARGE,
     OTHER_N,
     RESOLUTION_N,
     SERIAL_N,
@@ -60,7 +60,6 @@ from conformance.areas.samplers.dependence import (
 )
 from conformance.harness.compare import exact
 from conformance.harness.outcomes import unsupported
-from conformance.harness.profiles import scale
 from conformance.harness.tensors import dtype_name
 from conformance.stats.gof import repeat_test, serial_test, two_sample_test
 from oracles.sampler_tails import tail_thresholds
@@ -296,21 +295,21 @@ class SamplerTests:
 
     @stat_checks(1)
     def test_large_calls(self, impl, dtype, device, record, rng, conformance_state):
-        """Consecutive calls of LARGE_N = 2^22 + 13 values on one generator (past the
-        2^16 and 2^22 marks where a kernel's grid or a generator's per-call offset may
-        wrap; 2, 4, 16 calls in ci, dev, thorough): every value in the support, counted on
-        the device (a kernel that leaves the end of a large tensor unwritten, or writes an
-        impossible value once in 2^24), and no call repeating a run of values of the call
-        before it (a counter advanced by less than a call consumes)."""
+        """Consecutive calls on one generator of 2^22 + 13 values (2 calls in ci) or 2^24 +
+        13 (2 in dev, 8 in thorough), past the 2^16, 2^22 and 2^24 marks where a kernel's
+        grid or a generator's per-call offset may wrap: every value in the support, counted
+        on the device (a kernel that leaves the end of a large tensor unwritten, or writes
+        an impossible value once in 2^24), and no call repeating a run of values of the
+        call before it (a counter advanced by less than a call consumes)."""
         spec, seed = self.spec, _seed(rng)
         params = _params(spec, spec.main, dtype)
-        calls = scale(conformance_state.profile, 2, 4, 16)
-        record.case(method=spec.method, params=params, n=LARGE_N, calls=calls,
+        n, calls = LARGE[conformance_state.profile]
+        record.case(method=spec.method, params=params, n=n, calls=calls,
                     generator_seed=seed)
         gen = torch.Generator(device=device).manual_seed(seed)
         bits = []
         for _ in range(calls):
-            t = draw_with(impl, gen, dtype, device, params, record, spec.method, LARGE_N)
+            t = draw_with(impl, gen, dtype, device, params, record, spec.method, n)
             bits.append(device_bits(t))
         o = oracle(spec.method, spec.main)
         Family(record, 1).require(call_overlaps(bits, o, fmt_of(dtype), spec.method))

@@ -146,3 +146,51 @@ def test_tail_dependence_stream_and_remainder_faults_are_flagged(suite):
         # expected-fail: torch < 2.12's half-precision normal_ (pytorch#166853, the matrix)
         bad = [r["nodeid"] for r in rows if r["outcome"] not in ("passed", "expected-fail")]
         assert len(rows) >= 8 and not bad, (twin, len(rows), bad)
+
+
+# issue 40's blind faults (tests/planted/blind_sampler_faults.py, written without reading the
+# checks): (fault, the test and dtype that kill it by construction, not by a rare event)
+BLIND_KILLS = [
+    ("normal_grid_tail_unwritten", "test_large_calls", "float32"),
+    ("uniform_nan_lane_past_2_20", "test_large_calls", "float32"),
+    ("normal_offset_capped_65536", "test_large_calls", "float32"),
+    ("uniform_seed_int31", "test_reproducible", "float32"),
+    ("log_normal_float64_via_float32", "test_resolution", "float64"),
+    ("uniform_float64_32bit", "test_resolution", "float64"),
+    ("bernoulli_p_bfloat16", "test_parameter_precision", "float32"),
+    ("geometric_log1mp_float32", "test_parameter_precision", "float32"),
+    ("exponential_lambd_float16", "test_parameter_precision", "float32"),
+    ("normal_std_bfloat16_half_outputs", "test_parameter_precision", "bfloat16"),
+    ("bernoulli_p_tensor_memory_order", "test_tensor_p", "float32"),
+    ("normal_ziggurat_wedge_bug", "test_tails", "float32"),
+]
+OUTSIDE_TWINS = ["pcg64_normal", "philox_uniform", "pcg64_bernoulli", "philox_geometric",
+                 "philox_exponential", "pcg64_log_normal", "ziggurat_normal"]
+
+
+@pytest.mark.harness_only  # our planted samplers only; torch's behaviour is not involved
+def test_blind_sampler_faults_are_killed_and_outside_samplers_pass(suite):
+    """Each blind fault fails the check built for its family (not a rare event); correct
+    outside samplers (numpy PCG64 / Philox writing into the tensor, a correct ziggurat) pass
+    the same tests."""
+    from tests.planted.blind_sampler_faults import FAULTS, OUTSIDE
+
+    pairs = sorted({(t, d) for _, t, d in BLIND_KILLS})
+    select = " or ".join(f"({t} and {d})" for t, d in pairs)
+    impls = [f"--impl=sampler.{FAULTS[f][0]}=planted.blind_sampler_faults:{f}"
+             for f, _, _ in BLIND_KILLS]
+    impls += [f"--impl=sampler.{OUTSIDE[o]}=planted.blind_sampler_faults:{o}"
+              for o in OUTSIDE_TWINS]
+    run = suite(str(SUITE / "samplers"), "-n", "2", "-q", "--no-builtins", "-k", select,
+                *impls)
+    assert run.returncode == 1, run.output[-3000:]
+    results = run.by_impl()
+    for fault, test, dtype in BLIND_KILLS:
+        rows = [r for r in results.get(f"blind.{fault}", [])
+                if f"::{test}[" in r["nodeid"] and r["dtype"] == dtype]
+        assert rows and all(r["outcome"] == "failed" for r in rows), (fault, test, dtype, rows)
+    for twin in OUTSIDE_TWINS:
+        rows = results.get(f"blind.{twin}", [])
+        bad = [(r["nodeid"], r["reason"][:200]) for r in rows
+               if r["outcome"] not in ("passed", "unsupported")]
+        assert rows and not bad, (twin, bad)

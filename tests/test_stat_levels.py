@@ -177,3 +177,41 @@ def test_gross_error_rejected_by_every_omnibus_check():
     results = [stats.ks_test(x, cdf), stats.cvm_test(x, cdf),
                stats.binned_chisquare(x, cdf, sps.norm(0.5, 2.0).ppf, None, 100)]
     assert all(r.rejected for r in results), [(r.name, r.statistic, r.pvalue) for r in results]
+
+
+@pytest.mark.parametrize("m,q", [(100_000, 0.3), (4_000, 0.02), (800_000, 0.5)])
+def test_randomised_link_is_exactly_normal(m, q):
+    """A randomised link score (u = P(X < o) + v P(X = o), v uniform) has the normal's tail
+    at every t, the level's included: P(|z| >= t) summed over o and a fine grid of v."""
+    from conformance.stats.tails import randomised_score
+
+    o = _window(m, q)
+    pmf = sps.binom.pmf(o, m, q)
+    v = (np.arange(2000) + 0.5) / 2000
+    z = randomised_score(sps.binom.cdf(o - 1, m, q)[:, None], pmf[:, None],
+                         sps.binom.sf(o, m, q)[:, None], v[None, :])
+    for t in (1.0, 3.0, sps.norm.isf(ALPHA / 2)):
+        tail = float(np.sum(pmf * np.mean(np.abs(z) >= t, axis=1)))
+        assert tail == pytest.approx(2 * sps.norm.sf(t), rel=2e-2), (m, q, t)
+
+
+@pytest.mark.harness_only  # numpy and scipy only: newest torch only in CI
+def test_randomised_chisquare_has_its_level_where_the_conservative_one_does_not():
+    """Simulated at alpha = 0.01 (reachable): 40 cells, n = 400 (expected 10 per cell: a
+    coarse, discrete multinomial). The randomised statistic rejects at the level; the
+    conservative one far below it (the power it gives away)."""
+    from conformance.stats.tails import chisquare_from_z, sequential_z
+
+    rng = np.random.default_rng(11)
+    k, n, reps, level = 40, 400, 12_000, 0.01
+    probs = np.full(k, 1 / k)
+    counts = rng.multinomial(n, probs, size=reps)
+    v = rng.random((reps, k - 1))
+    rand = np.array([chisquare_from_z(sequential_z(c, probs, w))[1] for c, w in
+                     zip(counts, v, strict=True)])
+    cons = np.array([chisquare_from_z(sequential_z(c, probs))[1] for c in counts])
+    r, c = float(np.mean(rand < level)), float(np.mean(cons < level))
+    se = np.sqrt(level * (1 - level) / reps)
+    print(f"rejection rate at {level}: randomised {r:.4f}, conservative {c:.4f}")
+    assert abs(r - level) < 4 * se
+    assert c < level / 2

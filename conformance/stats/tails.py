@@ -46,9 +46,22 @@ def _score(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     return z
 
 
-def sequential_z(counts: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """Conservative normal scores of cells 1 .. k-1 of a multinomial sample (``probs``
-    sum to 1 and are all positive)."""
+def randomised_score(below: np.ndarray, at: np.ndarray, above: np.ndarray,
+                     v: np.ndarray) -> np.ndarray:
+    """Exact normal score of a discrete observation o: with v uniform on [0, 1) and
+    independent of o, u = P(X < o) + v P(X = o) is uniform under the null, and
+    z = Phi^-1(u) is N(0, 1) exactly; computed from the smaller tail (``below`` = P(X < o),
+    ``at`` = P(X = o), ``above`` = P(X > o))."""
+    v = np.asarray(v, dtype=np.float64)
+    lower = np.asarray(below) + v * np.asarray(at)
+    upper = np.asarray(above) + (1.0 - v) * np.asarray(at)
+    return np.where(lower < 0.5, sps.norm.ppf(lower), sps.norm.isf(upper))
+
+
+def sequential_z(counts: np.ndarray, probs: np.ndarray,
+                 v: np.ndarray | None = None) -> np.ndarray:
+    """Normal scores of cells 1 .. k-1 of a multinomial sample (``probs`` sum to 1 and are
+    all positive): conservative, or with ``v`` (k - 1 independent uniforms) exact."""
     c = np.asarray(counts, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
     trials = c.sum() - np.concatenate([[0.0], np.cumsum(c)[:-1]])
@@ -56,12 +69,16 @@ def sequential_z(counts: np.ndarray, probs: np.ndarray) -> np.ndarray:
     q = np.clip(p / rest, 0.0, 1.0)[:-1]
     m, o = trials[:-1], c[:-1]
     with np.errstate(invalid="ignore", divide="ignore"):
+        if v is not None:
+            return randomised_score(sps.binom.cdf(o - 1, m, q), sps.binom.pmf(o, m, q),
+                                    sps.binom.sf(o, m, q), v)
         return _score(sps.binom.cdf(o, m, q), sps.binom.sf(o - 1, m, q))
 
 
-def sequential_hypergeom_z(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Conservative normal scores of columns 1 .. k-1 of a 2 x k table (rows ``a``, ``b``)
-    given its margins."""
+def sequential_hypergeom_z(a: np.ndarray, b: np.ndarray,
+                           v: np.ndarray | None = None) -> np.ndarray:
+    """Normal scores of columns 1 .. k-1 of a 2 x k table (rows ``a``, ``b``) given its
+    margins: conservative, or with ``v`` (k - 1 independent uniforms) exact."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     col = a + b
@@ -71,6 +88,8 @@ def sequential_hypergeom_z(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     t, o = total[:-1], a[:-1]
     dist = sps.hypergeom(t, rows_a[:-1], col[:-1])
     with np.errstate(invalid="ignore", divide="ignore"):
+        if v is not None:
+            return randomised_score(dist.cdf(o - 1), dist.pmf(o), dist.sf(o), v)
         return _score(dist.cdf(o), dist.sf(o - 1))
 
 

@@ -4,9 +4,28 @@ family-wise false-alarm rate is at most ``FAMILY_ALPHA`` at the fixed per-check 
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Iterator
+
+import numpy as np
 import pytest
 
+from conformance.stats import gof
 from conformance.stats.gof import ALPHA, CHECK_BUDGET, FAMILY_ALPHA
+
+RANDOMISER_SALT = 0x5C0E  # keeps the score uniforms' stream apart from the data's (rng)
+
+
+@pytest.fixture(autouse=True)
+def randomised_scores(request: pytest.FixtureRequest, conformance_state) -> Iterator[None]:
+    """The chi-squares of a sampler test score their links with seeded uniforms (exact
+    level, ``conformance.stats.tails.randomised_score``), drawn from --seed and the test id:
+    reproducible, and independent of the sample."""
+    salt = zlib.crc32(request.node.nodeid.encode())
+    token = gof.RANDOMISER.set(
+        np.random.default_rng([conformance_state.seed, salt, RANDOMISER_SALT]))
+    yield
+    gof.RANDOMISER.reset(token)
 
 
 def declared_checks(items: list[pytest.Item]) -> int:

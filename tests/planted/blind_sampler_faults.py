@@ -22,76 +22,33 @@ Families:
    ``random_top_off_by_one``, ``bernoulli_p_tensor_memory_order``,
    ``normal_ziggurat_wedge_bug``.
 
-Correct outside implementations (they must pass everything; a failure is a false alarm):
-
-- ``pcg64_<method>``: numpy ``PCG64`` keyed by two 62-bit integers drawn from ``generator``
-  on every call (normal, log_normal, cauchy, exponential, uniform, geometric, bernoulli);
-- ``philox_<method>``: numpy ``Philox`` keyed by ``generator.initial_seed()`` with a per-call
-  counter kept on the side (normal, exponential, uniform, geometric, bernoulli);
-- ``ziggurat_normal``: the same ziggurat as ``normal_ziggurat_wedge_bug`` without the bug
-  (the control that tells the bug from the method).
-
-``FAULTS`` and ``OUTSIDE`` map each attribute to its area.
+The correct outside samplers that go with them are in ``outside_samplers``; the helpers
+both use in ``blind_sampler_common``. ``FAULTS`` maps each attribute to its area and
+family.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any
 
-import numpy as np
 import torch
 
-Gen = torch.Generator | None
+from .blind_sampler_common import (
+    Gen,
+    _bits,
+    _check,
+    _CountedPhilox,
+    _fill,
+    _gen,
+    _memory_order,
+    _uniform_from,
+    _ziggurat,
+)
+from .outside_samplers import OUTSIDE
 
 LARGE = 1 << 20          # the "large tensor" launch path of families 1
 _HALF = (torch.float16, torch.bfloat16)
-
-
-# ----------------------------------------------------------------------------- helpers
-
-def _gen(t: torch.Tensor, generator: Gen) -> torch.Generator:
-    """The generator a call draws from: the given one, else the device's default one."""
-    if generator is not None:
-        return generator
-    if t.device.type == "cuda":
-        index = t.device.index if t.device.index is not None else torch.cuda.current_device()
-        return torch.cuda.default_generators[index]
-    return torch.default_generator
-
-
-def _check(method: str, t: torch.Tensor, *params: Any) -> None:
-    """Parameter validation delegated to torch's own method on a one-element probe (the
-    faults below are wrong in their sampling, not in their validation)."""
-    if method == "bernoulli_" and isinstance(params[0], torch.Tensor):
-        p = params[0]
-        if bool(((p < 0) | (p > 1) | p.isnan()).any()):
-            raise RuntimeError("bernoulli_ expects p to be in [0, 1]")
-        return
-    probe = torch.empty(1, dtype=t.dtype)
-    getattr(probe, method)(*params, generator=torch.Generator())
-
-
-def _fill(t: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """Writes a flat vector (logical order, any dtype) into ``t`` (any layout)."""
-    t.copy_(values.reshape(t.shape).to(device=t.device, dtype=t.dtype))
-    return t
-
-
-def _bits(n: int, bits: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
-    """n integers uniform on [0, 2**bits) drawn from ``gen`` (int64)."""
-    return torch.randint(0, 2**bits, (n,), dtype=torch.int64, generator=gen, device=device)
-
-
-def _memory_order(t: torch.Tensor) -> torch.Tensor:
-    """Logical flat indices of ``t``'s elements sorted by their storage offset."""
-    offsets = torch.zeros((), dtype=torch.int64)
-    for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
-        shape = [1] * t.dim()
-        shape[dim] = size
-        offsets = offsets + (torch.arange(size, dtype=torch.int64) * stride).view(shape)
-    return torch.argsort(offsets.expand(t.shape).reshape(-1), stable=True)
 
 
 # ================================================================ 1. values nobody checked
@@ -259,40 +216,6 @@ def normal_offset_capped_65536(t: torch.Tensor, mean: float = 0.0, std: float = 
         gen.set_state(state)
         torch.empty(CAP, dtype=t.dtype, device=t.device).normal_(mean, std, generator=gen)
     return _fill(t, flat)
-
-
-class _CountedPhilox:
-    """A numpy Philox stream keyed by ``generator.initial_seed() & mask`` and a per-call
-    counter. The counter is kept on the side, keyed by the generator's state: after each
-    call the generator is advanced by one draw and its new state is remembered with the next
-    counter, so successive calls differ, reseeding (or restoring a state) replays, and the
-    global RNG plays no part. A state never seen (a fresh seed, or one reached by other
-    draws) starts at counter 0 (``fresh="zero"``) or at a counter hashed from the state
-    (``fresh="hash"``)."""
-
-    def __init__(self, mask: int, fresh: str) -> None:
-        self.mask = mask
-        self.fresh = fresh
-        self.known: dict[bytes, int] = {}
-
-    @staticmethod
-    def _key(gen: torch.Generator) -> bytes:
-        return hashlib.blake2b(gen.get_state().numpy().tobytes(), digest_size=16).digest()
-
-    def rng(self, t: torch.Tensor, generator: Gen) -> np.random.Generator:
-        gen = _gen(t, generator)
-        key = self._key(gen)
-        if key in self.known:
-            counter = self.known[key]
-        elif self.fresh == "hash":
-            counter = int.from_bytes(key[:8], "little") | (1 << 63)
-        else:
-            counter = 0
-        seed = gen.initial_seed() & self.mask
-        torch.randint(0, 2, (1,), generator=gen, device=gen.device)  # advance
-        self.known[self._key(gen)] = (counter + 1) % 2**64
-        words = np.array([0, 0, counter, 0], dtype=np.uint64)  # a list goes through float64
-        return np.random.Generator(np.random.Philox(key=seed, counter=words))
 
 
 _INT31 = _CountedPhilox(0x7FFF_FFFF, "zero")
@@ -513,67 +436,6 @@ def bernoulli_p_tensor_memory_order(t: torch.Tensor, p: Any = 0.5, *,
     return _fill(t, out)
 
 
-# -- the ziggurat (Marsaglia & Tsang 2000, Doornik's ZIGNOR layout: 128 layers)
-
-_ZIG_C, _ZIG_R, _ZIG_V = 128, 3.442619855899, 9.91256303526217e-3
-
-
-def _zig_tables() -> tuple[torch.Tensor, torch.Tensor]:
-    def f(x: float) -> float:
-        return math.exp(-0.5 * x * x)
-    x = [0.0] * (_ZIG_C + 1)
-    x[0], x[1] = _ZIG_V / f(_ZIG_R), _ZIG_R
-    for i in range(2, _ZIG_C):
-        x[i] = math.sqrt(-2 * math.log(_ZIG_V / x[i - 1] + f(x[i - 1])))
-    ratio = [x[i + 1] / x[i] for i in range(_ZIG_C)]
-    return torch.tensor(x, dtype=torch.float64), torch.tensor(ratio, dtype=torch.float64)
-
-
-_ZIG_X, _ZIG_RATIO = _zig_tables()
-
-
-def _ziggurat(n: int, gen: torch.Generator, device: torch.device, wedge_bug: bool
-              ) -> torch.Tensor:
-    """n standard normals (float64) by the ziggurat, all randomness from ``gen``."""
-    X, ratio = _ZIG_X.to(device), _ZIG_RATIO.to(device)
-    out = torch.empty(n, dtype=torch.float64, device=device)
-    pending = torch.arange(n, device=device)
-    while pending.numel():
-        m = pending.numel()
-        u = 2 * torch.rand(m, dtype=torch.float64, generator=gen, device=device) - 1
-        i = torch.randint(0, _ZIG_C, (m,), generator=gen, device=device)
-        x = u * X[i]
-        done = u.abs() < ratio[i]                                    # the rectangle
-        val = x.clone()
-        tail = ~done & (i == 0)
-        if bool(tail.any()):                                         # Marsaglia's tail
-            k = int(tail.sum())
-            excess = torch.empty(k, dtype=torch.float64, device=device)
-            todo = torch.arange(k, device=device)
-            while todo.numel():
-                a = torch.rand(todo.numel(), dtype=torch.float64, generator=gen,
-                               device=device)
-                b = torch.rand(todo.numel(), dtype=torch.float64, generator=gen,
-                               device=device)
-                xx = -torch.log1p(-a) / _ZIG_R
-                yy = -torch.log1p(-b)
-                ok = 2 * yy > xx * xx
-                excess[todo[ok]] = xx[ok]
-                todo = todo[~ok]
-            val[tail] = torch.where(u[tail] < 0, -1.0, 1.0) * (_ZIG_R + excess)
-        wedge = ~done & (i > 0)
-        w = torch.rand(m, dtype=torch.float64, generator=gen, device=device)
-        xi, xi1 = X[i], X[(i + 1).clamp(max=_ZIG_C)]
-        f0 = torch.exp(-0.5 * (xi * xi - x * x))     # f(x_i) / f(x)  <= 1
-        f1 = torch.exp(-0.5 * (xi1 * xi1 - x * x))   # f(x_i+1) / f(x) >= 1
-        # the bug: a misplaced parenthesis; right: y uniform between f0 and f1
-        y = f1 + (f0 - f1 * w) if wedge_bug else f1 + w * (f0 - f1)
-        done = done | tail | (wedge & (y < 1))
-        out[pending[done]] = val[done]
-        pending = pending[~done]
-    return out
-
-
 def normal_ziggurat_wedge_bug(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
                               generator: Gen = None) -> torch.Tensor:
     """A 128-layer ziggurat whose wedge acceptance test has a misplaced parenthesis,
@@ -590,93 +452,6 @@ def normal_ziggurat_wedge_bug(t: torch.Tensor, mean: float = 0.0, std: float = 1
     _check("normal_", t, mean, std)
     z = _ziggurat(t.numel(), _gen(t, generator), t.device, wedge_bug=True)
     return _fill(t, z * std + mean)
-
-
-# ==================================================== correct outside implementations
-
-def ziggurat_normal(t: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
-                    generator: Gen = None) -> torch.Tensor:
-    """CORRECT: the ziggurat of ``normal_ziggurat_wedge_bug`` without the bug (the
-    control)."""
-    _check("normal_", t, mean, std)
-    z = _ziggurat(t.numel(), _gen(t, generator), t.device, wedge_bug=False)
-    return _fill(t, z * std + mean)
-
-
-def _put(t: torch.Tensor, values: np.ndarray) -> torch.Tensor:
-    return _fill(t, torch.from_numpy(np.ascontiguousarray(values)))
-
-
-def _u_open(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Uniforms on the open interval (0, 1), 53 bits: (k + 1/2) / 2**53."""
-    return (rng.integers(0, 2**53, n, dtype=np.int64).astype(np.float64) + 0.5) / 2**53
-
-
-def _uniform_from(t: torch.Tensor, low: float, high: float, rng: np.random.Generator
-                  ) -> torch.Tensor:
-    x = torch.from_numpy(low + (high - low) * rng.random(t.numel()))
-    x = x.to(t.dtype)
-    x = torch.where(x == high, torch.tensor(low, dtype=t.dtype), x)  # contract: to -> from
-    return _fill(t, x)
-
-
-def _sampler(method: str, draw: Any, rng_of: Any) -> Any:
-    def sampler(t: torch.Tensor, *params: Any, generator: Gen = None) -> torch.Tensor:
-        _check(method + "_", t, *params)
-        rng = rng_of(t, generator)
-        if method == "uniform":
-            return _uniform_from(t, float(params[0]), float(params[1]), rng)
-        return _put(t, draw(rng, t.numel(), *params))
-    return sampler
-
-
-def _pcg64_rng(t: torch.Tensor, generator: Gen) -> np.random.Generator:
-    gen = _gen(t, generator)
-    key = torch.randint(0, 2**62, (2,), generator=gen, device=gen.device).tolist()
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
-
-
-_PHILOX = _CountedPhilox(2**64 - 1, "hash")
-
-
-def _bernoulli_draw(rng: np.random.Generator, n: int, p: Any = 0.5) -> np.ndarray:
-    u = rng.random(n)
-    if isinstance(p, torch.Tensor):
-        return (u < p.detach().cpu().to(torch.float64).reshape(-1).numpy()).astype(np.float64)
-    return (u < float(p)).astype(np.float64)
-
-
-_DRAW = {
-    "normal": lambda rng, n, mean=0.0, std=1.0: mean + std * rng.standard_normal(n),
-    "log_normal": lambda rng, n, mean=1.0, std=2.0: np.exp(mean + std * rng.standard_normal(n)),
-    "cauchy": lambda rng, n, median=0.0, sigma=1.0: median + sigma * rng.standard_cauchy(n),
-    "exponential": lambda rng, n, lambd=1.0: -np.log(_u_open(rng, n)) / lambd,
-    "uniform": None,
-    "geometric": lambda rng, n, p: rng.geometric(float(p), n),
-    "bernoulli": _bernoulli_draw,
-}
-
-pcg64_normal = _sampler("normal", _DRAW["normal"], _pcg64_rng)
-pcg64_log_normal = _sampler("log_normal", _DRAW["log_normal"], _pcg64_rng)
-pcg64_cauchy = _sampler("cauchy", _DRAW["cauchy"], _pcg64_rng)
-pcg64_exponential = _sampler("exponential", _DRAW["exponential"], _pcg64_rng)
-pcg64_uniform = _sampler("uniform", None, _pcg64_rng)
-pcg64_geometric = _sampler("geometric", _DRAW["geometric"], _pcg64_rng)
-pcg64_bernoulli = _sampler("bernoulli", _DRAW["bernoulli"], _pcg64_rng)
-
-philox_normal = _sampler("normal", _DRAW["normal"], _PHILOX.rng)
-philox_exponential = _sampler("exponential", _DRAW["exponential"], _PHILOX.rng)
-philox_uniform = _sampler("uniform", None, _PHILOX.rng)
-philox_geometric = _sampler("geometric", _DRAW["geometric"], _PHILOX.rng)
-philox_bernoulli = _sampler("bernoulli", _DRAW["bernoulli"], _PHILOX.rng)
-
-_HOW = {"pcg64": "PCG64 keyed by two integers drawn from generator",
-        "philox": "Philox keyed by initial_seed() and a per-call counter"}
-for _name in [n for n in globals() if n.startswith(("pcg64_", "philox_"))]:
-    _kind, _method = _name.split("_", 1)
-    globals()[_name].__name__ = _name
-    globals()[_name].__doc__ = (f"CORRECT: {_method} from numpy's {_HOW[_kind]}, computed in "
-                                "float64 and rounded to t's dtype.")
 
 
 FAULTS = {  # attribute -> (area, family)
@@ -701,19 +476,13 @@ FAULTS = {  # attribute -> (area, family)
     "normal_ziggurat_wedge_bug": ("normal", 6),
 }
 
-OUTSIDE = {  # attribute -> area; all correct
-    **{f"pcg64_{m}": m for m in ("normal", "log_normal", "cauchy", "exponential", "uniform",
-                                 "geometric", "bernoulli")},
-    **{f"philox_{m}": m for m in ("normal", "exponential", "uniform", "geometric",
-                                  "bernoulli")},
-    "ziggurat_normal": "normal",
-}
-
-for _name in (*FAULTS, *OUTSIDE):
+for _name in FAULTS:
     globals()[_name].conformance_name = f"blind.{_name}"
 
 
 def impl_args() -> list[str]:
-    """The ``--impl`` options that plug every fault and outside implementation in."""
-    return [f"--impl=sampler.{area}=planted.blind_sampler_faults:{name}"
-            for name, area in ({k: v[0] for k, v in FAULTS.items()} | OUTSIDE).items()]
+    """The ``--impl`` options that plug every fault and outside sampler in."""
+    return [*(f"--impl=sampler.{area}=planted.blind_sampler_faults:{name}"
+              for name, (area, _) in FAULTS.items()),
+            *(f"--impl=sampler.{area}=planted.outside_samplers:{name}"
+              for name, area in OUTSIDE.items())]

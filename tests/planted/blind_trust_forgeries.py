@@ -98,6 +98,12 @@ def _swap_impl_spec(report, name="torch.special.erfcx", spec="vendorlib.erfcx:er
     return report
 
 
+def _old_new(inputs, out, fn):
+    """OLD: the base report as it is; NEW: the base report edited by ``fn`` (rehashed)."""
+    old = _copy(inputs, "base", out, "old")
+    return [str(old), str(_edit(inputs, out, "base", fn, name="new"))]
+
+
 def _edit(inputs, out, key, fn, rehash=True, name="r"):
     d = _copy(inputs, key, out, name)
     r = _load(d)
@@ -421,52 +427,39 @@ def mk_diff_shard_as_full(inputs, out):
 
 
 def mk_diff_impl_swapped(inputs, out):
-    old = _copy(inputs, "base", out, "old")
-    new = _edit(inputs, out, "base", _swap_impl_spec, name="new")
-    return [str(old), str(new)]
+    return _old_new(inputs, out, _swap_impl_spec)
 
 
 def mk_diff_regression(inputs, out):
-    old = _copy(inputs, "base", out, "old")
-
     def fn(r):
         row = _rows(r, "passed")[0]
         row["outcome"] = "failed"
         row["reason"] = "error exceeds bound"
         _recount(r)
         r["verdict"], r["exit_status"] = "FAIL", 1
-    new = _edit(inputs, out, "base", fn, name="new")
-    return [str(old), str(new)]
+    return _old_new(inputs, out, fn)
 
 
 def mk_diff_duplicate_masks_regression(inputs, out):
-    old = _copy(inputs, "base", out, "old")
-
     def fn(r):
         i = next(i for i, row in enumerate(r["results"]) if row["outcome"] == "passed")
         bad = copy.deepcopy(r["results"][i])
         bad["outcome"] = "failed"
         bad["reason"] = "error exceeds bound"
         r["results"].insert(i, bad)                    # failed row first, the passed copy after it
-    new = _edit(inputs, out, "base", fn, name="new")
-    return [str(old), str(new)]
+    return _old_new(inputs, out, fn)
 
 
 def mk_diff_xfail_now_passes(inputs, out):
-    old = _copy(inputs, "base", out, "old")
-
     def fn(r):
         for row in _rows(r, "expected-fail"):
             row["outcome"] = "unexpected-pass"
         _recount(r)
         r["verdict"], r["exit_status"] = "FAIL", 1
-    new = _edit(inputs, out, "base", fn, name="new")
-    return [str(old), str(new)]
+    return _old_new(inputs, out, fn)
 
 
 def mk_diff_margin_blowup(inputs, out):
-    old = _copy(inputs, "base", out, "old")
-
     def fn(r):
         # the tightest-but-small margin (0.05) grows 18x to 0.9: still passing, much closer
         row = min((x for x in r["results"] if isinstance(x.get("worst_margin"), float)
@@ -477,17 +470,13 @@ def mk_diff_margin_blowup(inputs, out):
             if isinstance(check.get("margin"), float) and check["margin"] == old_m:
                 check["measured"] = check["measured"] * 0.9 / old_m
                 check["margin"] = 0.9
-    new = _edit(inputs, out, "base", fn, name="new")
-    return [str(old), str(new), "--fail-on-margin"]
+    return [*_old_new(inputs, out, fn), "--fail-on-margin"]
 
 
 def mk_diff_torch_changed(inputs, out):
-    old = _copy(inputs, "base", out, "old")
-
     def fn(r):
         r["environment"]["torch"] = "2.14.0+cpu"
-    new = _edit(inputs, out, "base", fn, name="new")
-    return [str(old), str(new)]
+    return _old_new(inputs, out, fn)
 
 
 def mk_diff_missing_report(inputs, out):

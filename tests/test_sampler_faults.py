@@ -179,7 +179,7 @@ def test_blind_sampler_faults_are_killed_and_outside_samplers_pass(suite):
     select = " or ".join(f"({t} and {d})" for t, d in pairs)
     impls = [f"--impl=sampler.{FAULTS[f][0]}=planted.blind_sampler_faults:{f}"
              for f, _, _ in BLIND_KILLS]
-    impls += [f"--impl=sampler.{OUTSIDE[o]}=planted.blind_sampler_faults:{o}"
+    impls += [f"--impl=sampler.{OUTSIDE[o]}=planted.outside_samplers:{o}"
               for o in OUTSIDE_TWINS]
     run = suite(str(SUITE / "samplers"), "-n", "2", "-q", "--no-builtins", "-k", select,
                 *impls)

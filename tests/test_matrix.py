@@ -90,6 +90,8 @@ def test_top_level_matrix_is_the_shipped_one():
      "unsupported[0].versions", "should be non-empty"),
     (_broken(unsupported=[{"area": "other", "match": "*", "reason": "not for this area"}]),
      "unsupported[0].area", "unknown area 'other'"),
+    (_broken(unsupported=[{"area": "dem.*", "match": "*", "reason": "no such family"}]),
+     "unsupported[0].area", "unknown area 'dem.*'"),
     (_broken(unsupported=[{"area": "demo", "match": "*", "reason": "a real reason", "x": 1}]),
      "unsupported[0]", "Additional properties are not allowed"),
 ])
@@ -116,6 +118,29 @@ def test_yaml_errors_are_one_line(tmp_path, text, expected):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="cannot read the device matrix"):
         load_matrix(tmp_path / "absent.yaml")
+
+
+def test_rule_naming_an_area_family(tmp_path):
+    """``area: s.*`` covers every area named ``s.<something>`` and no other; a feature or
+    dtype it names must be known to each of them."""
+    data = _broken(budget=[{"area": "s.*", "match": "*::test_big[*]", "profiles": ["ci"],
+                            "devices": ["cpu"],
+                            "reason": "too slow for ci"}])
+    for name in ("s.one", "s.two", "sx"):
+        data["areas"][name] = {"description": "d", "dtypes": ["float32"], "builtins": ["m:f"]}
+    matrix = load_matrix(_write(tmp_path, data))
+    (rule,) = matrix.rules_of("budget")
+    assert rule.areas == {"s.one", "s.two"}
+    node = "x/test_s.py::test_big[float32]"
+    assert rule.applies(node, "s.one", "cpu", frozenset())
+    assert rule.applies(node, "s.two", "cpu", frozenset())
+    assert not rule.applies(node, "sx", "cpu", frozenset())
+    assert not rule.applies(node, "demo", "cpu", frozenset())
+    data["areas"]["s.two"]["dtypes"] = ["float64"]
+    data["unsupported"] = [{"area": "s.*", "impls": ["*"], "dtypes": ["float32"],
+                            "reason": "no float32 here"}]
+    with pytest.raises(ConfigError, match=r"unsupported\[0\]\.dtypes: .*area s\.two"):
+        load_matrix(_write(tmp_path, data))
 
 
 def test_rule_selection(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -102,7 +102,7 @@ class Rule:
 
     kind: str  # "tolerance" | "expected_failure" | "unsupported" | "budget"
     index: int
-    area: str
+    area: str  # as written: an area, or a family "prefix.*"
     patterns: tuple[str, ...]
     reason: str
     devices: frozenset[str] | None = None
@@ -118,6 +118,11 @@ class Rule:
     excepted: tuple[str, ...] = ()  # "except": test ids matched by these are left out
     expect: Expectation | None = None  # expected failures: the failure that must happen
     profiles: frozenset[str] = frozenset()  # budget entries: the profiles that leave it out
+    areas: frozenset[str] = frozenset()  # the areas ``area`` names (a family expanded at load)
+
+    def covers(self, area: str) -> bool:
+        """The entry is about this area (named, or one of the family it names)."""
+        return area in self.areas if self.areas else area == self.area
 
     @property
     def is_capability_rule(self) -> bool:
@@ -171,7 +176,7 @@ class Rule:
 
     def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str],
                 impl: Any = None) -> bool:
-        if area != self.area or not self.patterns or not self.matches_id(nodeid):
+        if not self.covers(area) or not self.patterns or not self.matches_id(nodeid):
             return False
         return self.matches_impl(impl) and self.selects_device(device, tags)
 
@@ -294,15 +299,17 @@ def _rules(path: Path, data: dict[str, Any]) -> tuple[Rule, ...]:
 
 
 def _expand_areas(path: Path, where: str, names: list[str],
-                  areas: dict[str, AreaSpec]) -> frozenset[str]:
-    """Area names and families ('prefix.*') as the set of area names."""
+                  areas: dict[str, AreaSpec], single: bool = False) -> frozenset[str]:
+    """Area names and families ('prefix.*') as the set of area names; ``family_ok``: a
+    single name, reported as ``where.area``."""
     listed: set[str] = set()
     for i, area in enumerate(names):
         family = [a for a in areas if a.startswith(area[:-1])] if area.endswith(".*") \
             else [area] if area in areas else []
         if not family:
+            at = f"{where}.area" if single else f"{where}[{i}]"
             raise ConfigError(
-                f"{path}: {where}[{i}]: unknown area {area!r} "
+                f"{path}: {at}: unknown area {area!r} "
                 f"(expected one of: {', '.join(sorted(areas))}, or a family 'prefix.*')"
             )
         listed.update(family)
@@ -364,17 +371,17 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
                                       "not a release version (e.g. 2.14.1)") from None
             measured[dev][canonicalize_name(dist)] = tuple(
                 sorted((str(r) for r in releases), key=Version))
+    expanded = []
     for rule in rules:
-        if rule.area not in areas:
-            raise ConfigError(
-                f"{path}: {rule.label}.area: unknown area {rule.area!r} "
-                f"(expected one of: {', '.join(sorted(areas))})"
-            )
-        vocab = areas[rule.area].vocabulary
-        for key, kind, names in (("features", "feature", rule.features),
-                                 ("dtypes", "dtype", rule.dtypes)):
-            problem = vocab.unknown(kind, names)
-            if problem:
-                raise ConfigError(f"{path}: {rule.label}.{key}: {problem}")
+        covered = _expand_areas(path, rule.label, [rule.area], areas, single=True)
+        for name in sorted(covered):
+            vocab = areas[name].vocabulary
+            for key, kind, names in (("features", "feature", rule.features),
+                                     ("dtypes", "dtype", rule.dtypes)):
+                problem = vocab.unknown(kind, names)
+                if problem:
+                    raise ConfigError(f"{path}: {rule.label}.{key}: {problem} (area {name})")
+        expanded.append(replace(rule, areas=covered))
+    rules = tuple(expanded)
     return Matrix(path=path, areas=areas, devices=devices, rules=rules,
                   measured=measured)

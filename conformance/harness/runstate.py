@@ -55,8 +55,9 @@ class RunState:
         )
         for rule in matrix.rules_of("unsupported"):
             if rule.is_capability_rule and rule.selects_device(device.matrix_key, device.tags):
-                registry.restrict(rule.area, rule.matches_impl, rule.features, rule.dtypes,
-                                  f"matrix {rule.label}: {rule.reason}")
+                for area in sorted(rule.areas):
+                    registry.restrict(area, rule.matches_impl, rule.features, rule.dtypes,
+                                      f"matrix {rule.label}: {rule.reason}")
         seed = opt.conformance_seed
         if seed is None:
             seed = seed_from_controller

@@ -190,13 +190,14 @@ def _warn_unmatched(state: RunState, ids: dict[str, list[str]]) -> None:
     capability entries, none of its implementations). Under xdist the workers collect and
     warn; the controller records the forwarded warnings."""
     for rule in state.matrix.rules:
-        if rule.area not in ids:
+        covered = [a for a in ids if rule.covers(a)]
+        if not covered:
             continue
         if rule.is_capability_rule:
-            if any(rule.matches_impl(i) for i in state.registry.for_area(rule.area)):
+            if any(rule.matches_impl(i) for a in covered for i in state.registry.for_area(a)):
                 continue
             what = f"impls {list(rule.impls)}) matches no registered implementation"
-        elif any(rule.matches_id(i) for i in ids[rule.area]):
+        elif any(rule.matches_id(i) for a in covered for i in ids[a]):
             continue
         else:
             what = f"match {list(rule.patterns)}) matches no collected test"

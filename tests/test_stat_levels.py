@@ -215,3 +215,36 @@ def test_randomised_chisquare_has_its_level_where_the_conservative_one_does_not(
     print(f"rejection rate at {level}: randomised {r:.4f}, conservative {c:.4f}")
     assert abs(r - level) < 4 * se
     assert c < level / 2
+
+
+@pytest.mark.harness_only  # numpy and scipy only: newest torch only in CI
+def test_two_sample_ks_tail_is_exact_where_the_asymptotic_one_is_small():
+    """ks2_equal_sf equals scipy's exact two-sample distribution at small n; at the
+    suite's size (2e5 + 2e5) and level, scipy's asymptotic tail is below the exact one (a
+    level above ALPHA), and two_sample_test reports the exact one."""
+    import warnings
+
+    from conformance.stats.tails import ks2_equal_sf
+
+    rng = np.random.default_rng(5)
+    for n in (5, 20, 60, 200):
+        for _ in range(20):
+            a, b = rng.normal(size=n), rng.normal(rng.uniform(0, 1.5), size=n)
+            d = sps.ks_2samp(a, b, method="asymp").statistic
+            if d * n < 1.5:
+                continue  # D = 1/n, p = 1: scipy's exact method gives up there
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # an exact answer, never scipy's fallback
+                exact = sps.ks_2samp(a, b, method="exact").pvalue
+            assert ks2_equal_sf(d, n) == pytest.approx(exact, rel=1e-9)
+    n = 200_000
+    k = math.ceil(sps.kstwobign.isf(ALPHA) / math.sqrt(n / 2) * n)  # near the level
+    while sps.kstwo.sf(k / n, n // 2) >= ALPHA:
+        k += 1
+    assert ks2_equal_sf(k / n, n) > 1.004 * sps.kstwo.sf(k / n, n // 2)
+    # two samples n apart by exactly k/n at one point: D = k/n
+    a = np.arange(n, dtype=np.float64)
+    b = a + k - 0.5
+    result = stats.two_sample_test(a, b, discrete=False)
+    assert result.statistic == pytest.approx(k / n)
+    assert result.pvalue == pytest.approx(ks2_equal_sf(k / n, n), rel=1e-12)

@@ -37,7 +37,13 @@ import numpy as np
 from scipy import stats as sps
 
 from conformance.harness.compare import Measurement
-from conformance.stats.tails import chisquare_from_z, cvm_sf, sequential_hypergeom_z, sequential_z
+from conformance.stats.tails import (
+    chisquare_from_z,
+    cvm_sf,
+    ks2_equal_sf,
+    sequential_hypergeom_z,
+    sequential_z,
+)
 from oracles.formats import (  # noqa: F401 (re-exported)
     FORMATS,
     FloatFormat,
@@ -248,12 +254,17 @@ def mean_test_counts(g_points: np.ndarray, counts: np.ndarray, mean: float, var:
 def two_sample_test(a: np.ndarray, b: np.ndarray, discrete: bool,
                     name: str = "two-sample") -> TestResult:
     """Samples ``a`` and ``b`` from one distribution? KS (continuous), or chi-square
-    homogeneity over the pooled values (discrete or low precision; cells of >= 400)."""
+    homogeneity over the pooled values (discrete or low precision; cells of >= 400). KS's
+    p-value near the level is the exact tail for equal sizes (``ks2_equal_sf``), as the
+    suite draws them; scipy's asymptotic one otherwise."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if not discrete:
         r = sps.ks_2samp(a, b, method="asymp")
-        return TestResult(name + " KS", float(r.statistic), float(r.pvalue), a.size + b.size)
+        d, p = float(r.statistic), float(r.pvalue)
+        if a.size == b.size and p < EXACT_BELOW:
+            p = ks2_equal_sf(d, a.size)
+        return TestResult(name + " KS", d, p, a.size + b.size)
     values = np.unique(np.concatenate([a, b]))
     ca = np.bincount(np.searchsorted(values, a), minlength=values.size).astype(float)
     cb = np.bincount(np.searchsorted(values, b), minlength=values.size).astype(float)

@@ -16,6 +16,9 @@ sigma its upper tail is ~10x the normal one). Here instead:
   homogeneity): each column's first-row count given the columns before it is
   hypergeometric.
 - ``binomial_test``: the exact two-sided binomial test (twice the smaller exact tail).
+- ``ks2_equal_sf``: the exact tail of the two-sample KS statistic for equal sample sizes
+  (Gnedenko and Korolyuk's reflection sum); scipy's ``method="asymp"`` (the one-sample
+  law at the effective size n/2) is small by 0.7 % near 2e-10 at n = 2 x 2e5, 14 % at 2 x 1e3.
 - ``cvm_sf``: the upper tail of the limiting Cramér-von Mises law by Smirnov's integral,
   correct and monotone over the whole range (scipy's truncated series is not beyond
   W^2 ~ 5 and never rejects beyond 13.3).
@@ -123,6 +126,26 @@ def binomial_power(n: int, prob: float, alt: float, alpha: float, slack: float =
 
 
 # ---- Cramér-von Mises: the limiting law of W^2 = sum_k Z_k^2 / (k pi)^2 -----------------
+
+def ks2_equal_sf(d: float, n: int) -> float:
+    """P(D_{n,n} >= d) for two independent samples of n draws each from one continuous
+    law: with k = ceil(n d), 2 sum_{j >= 1} (-1)^(j+1) C(2n, n - jk) / C(2n, n) (the
+    reflection principle on the lattice path of the merged sample). Ties only make D
+    smaller, so with ties the value is conservative."""
+    k = math.ceil(n * d - 1e-9 * max(1.0, n * d))
+    if k <= 0:
+        return 1.0
+    log_mid = math.lgamma(2 * n + 1) - 2 * math.lgamma(n + 1)
+    total = 0.0
+    for j in range(1, n // k + 1):
+        m = n - j * k
+        term = math.exp(math.lgamma(2 * n + 1) - math.lgamma(m + 1) - math.lgamma(2 * n - m + 1)
+                        - log_mid)
+        total += term if j % 2 else -term
+        if term < 1e-17 * total:
+            break
+    return float(min(1.0, max(0.0, 2 * total)))
+
 
 def _smirnov_term(j: int, x: float) -> float:
     """(2/pi) int_{(2j-1)pi}^{2j pi} exp(-x y^2 / 2) / sqrt(-y sin y) dy (Smirnov's formula

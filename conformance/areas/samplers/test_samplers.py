@@ -9,8 +9,6 @@ the ci profile, fresh (and printed) in dev and thorough.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 import torch
@@ -58,6 +56,11 @@ from conformance.areas.samplers.dependence import (
     stream_overlap,
     tail_checks,
 )
+from conformance.areas.samplers.generator_state import (
+    HIGH_SEED_BITS,
+    generator_drops_high_bits,
+    state_problems,
+)
 from conformance.harness.compare import exact
 from conformance.harness.outcomes import unsupported
 from conformance.harness.tensors import dtype_name
@@ -67,7 +70,6 @@ from oracles.samplers import oracle
 
 F32 = pytest.mark.parametrize("dtype", [torch.float32], ids=["float32"])
 LOW_SEED_BITS = (16, 24, 31)
-HIGH_SEED_BITS = (32, 40, 48, 63)
 
 
 def _seed(rng: np.random.Generator) -> int:
@@ -90,17 +92,6 @@ def draw_with(impl, gen: torch.Generator, dtype: torch.dtype, device: torch.devi
     impl(t, *params, generator=gen)
     require_support(record, law_of(method, params), t, None)
     return t
-
-
-@functools.lru_cache(maxsize=8)
-def generator_drops_high_bits(device: torch.device) -> list[int]:
-    """The bits of HIGH_SEED_BITS the device's torch.Generator ignores (torch.rand)."""
-    def first(s: int) -> torch.Tensor:
-        gen = torch.Generator(device=device).manual_seed(s)
-        return torch.rand(64, generator=gen, device=device).cpu()
-
-    base = first(12345)
-    return [bit for bit in HIGH_SEED_BITS if torch.equal(base, first(12345 | (1 << bit)))]
 
 
 def _params(spec: SamplerSpec, params: tuple[float, ...], dtype: torch.dtype) -> tuple:
@@ -375,6 +366,21 @@ class SamplerTests:
         record.require(exact("seeds differing only in a high bit give different streams",
                              len(same), len(HIGH_SEED_BITS),
                              f"bits {same} gave the seed's own stream" if same else ""))
+
+    def test_generator_state(self, impl, dtype, device, record, rng):
+        """The stream follows the generator's state: a state restored with set_state, or
+        cloned with clone_state, after a call continues with the next call; manual_seed
+        restarts a used generator; where the generator counts a Philox offset (CUDA),
+        set_offset(get_offset()) resumes there on a new generator of the same seed."""
+        spec, seed = self.spec, _seed(rng)
+        params = _params(spec, spec.main, dtype)
+        record.case(method=spec.method, params=params, n=STREAM_N, generator_seed=seed)
+        problems, checked = state_problems(
+            lambda: torch.Generator(device=device).manual_seed(seed), seed,
+            lambda gen: device_bits(draw_with(impl, gen, dtype, device, params, record,
+                                              spec.method)))
+        record.require(exact("the stream follows the generator's state", len(problems),
+                             checked, "; ".join(problems)))
 
     @F32
     def test_parameter_validation(self, impl, dtype, device, record):

@@ -96,8 +96,9 @@ def test_over_budget_says_so_with_and_without_workers(suite):
     worker cannot end the run with one) every statistical test errors with the message."""
     from tests.planted.blind_sampler_faults import impl_args
 
+    # only the tests that declare statistical checks (the exact ones run and fail or pass)
     base = [str(SUITE / "samplers"), "--no-builtins", *impl_args(), "-k",
-            "not reproducible and not validation and not seed_bits"]  # tests that declare
+            "not reproducible and not validation and not seed_bits and not generator_state"]
     serial = suite(*base, "-n", "0", report=False)
     assert serial.returncode == 4, serial.output[-2000:]
     assert "more than the budget of" in serial.stderr and "Traceback" not in serial.output

@@ -195,3 +195,46 @@ def test_blind_sampler_faults_are_killed_and_outside_samplers_pass(suite):
         bad = [(r["nodeid"], r["reason"][:200]) for r in rows
                if r["outcome"] not in ("passed", "unsupported")]
         assert rows and not bad, (twin, bad)
+
+
+# blind generator-state faults (tests/planted/blind_generator_faults.py, written without
+# reading the checks): fault -> the test that kills it in every dtype
+GENERATOR_KILLS = {
+    "counter_per_generator": "test_generator_state",
+    "rng_cached_per_generator": "test_generator_state",
+    "advance_by_reseed": "test_streams_do_not_overlap",
+    "advance_by_generator_seed": "test_reproducible",
+    "state_head_as_seed_offset": "test_many_calls",
+    "default_unseeded": "test_generator_state",
+}
+
+
+@pytest.mark.harness_only  # our planted samplers only; torch's behaviour is not involved
+def test_blind_generator_faults_are_killed_and_twins_pass(suite):
+    """Samplers that draw the right law in every call but tie their stream to something
+    other than the generator's state (a counter per generator object, a seed read once, a
+    reseed as the advance, the state's bytes read as CUDA's layout, an unseeded library
+    generator without a generator) each fail the test built for it in every dtype; their
+    correct twins and the correct outside samplers pass the same tests."""
+    from tests.planted.blind_generator_faults import impl_args
+
+    outside = [f"--impl=sampler.{area}=planted.outside_samplers:{name}" for area, name in
+               (("normal", "pcg64_normal"), ("uniform", "philox_uniform"),
+                ("exponential", "philox_exponential"))]
+    run = suite(str(SUITE / "samplers"), "-n", "2", "-q", "--no-builtins", "-k",
+                "generator_state or many_calls or reproducible or streams_do_not_overlap",
+                *impl_args(), *outside)
+    assert run.returncode == 1, run.output[-3000:]
+    results = run.by_impl()
+    for method in ("normal", "uniform", "exponential"):
+        for fault, test in GENERATOR_KILLS.items():
+            rows = [r for r in results.get(f"blind.{method}_{fault}", [])
+                    if f"::{test}[" in r["nodeid"]]
+            assert len(rows) == 4 and all(r["outcome"] == "failed" for r in rows), \
+                (method, fault, [(r["nodeid"], r["outcome"]) for r in rows])
+            twin = results.get(f"blind.{method}_{fault}_twin", [])
+            assert twin and all(r["outcome"] == "passed" for r in twin), (fault, twin)
+    for name in ("pcg64_normal", "philox_uniform", "philox_exponential"):
+        rows = results.get(f"blind.{name}", [])
+        assert len(rows) == 16 and all(r["outcome"] == "passed" for r in rows), \
+            (name, [(r["nodeid"], r["outcome"], (r["reason"] or "")[:200]) for r in rows])

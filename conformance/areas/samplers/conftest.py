@@ -32,6 +32,7 @@ def declared_checks(items: list[pytest.Item]) -> int:
     return sum(getattr(getattr(i, "function", None), "stat_checks", 0) for i in items)
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection: only the tests that will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     total = declared_checks(items)
     config.stash[BUDGET_KEY] = total

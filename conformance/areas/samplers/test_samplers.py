@@ -58,7 +58,11 @@ from conformance.areas.samplers.dependence import (
 )
 from conformance.areas.samplers.generator_state import (
     HIGH_SEED_BITS,
+    MANY_CALLS,
+    call_length,
+    default_generator_problems,
     generator_drops_high_bits,
+    repeated_calls,
     state_problems,
 )
 from conformance.harness.compare import exact
@@ -325,12 +329,13 @@ class SamplerTests:
         torch.manual_seed(seed % 1000)
         a, a_next = run(seed, twice=True)
         torch.manual_seed(seed % 1000 + 1)
-        (b,) = run(seed)
+        b, b_next = run(seed, twice=True)
         (c,) = run(seed + 1)
         problems = []
-        if not torch.equal(a, b):
-            problems.append(f"same seed, different stream ({int((a != b).sum())} of "
-                            f"{a.numel()} differ)")
+        for call, x, y in ((1, a, b), (2, a_next, b_next)):
+            if not torch.equal(x, y):
+                problems.append(f"same seed, different stream in call {call} "
+                                f"({int((x != y).sum())} of {x.numel()} differ)")
         if torch.equal(a, c):
             problems.append("another seed gave the same stream")
         if torch.equal(a, a_next):
@@ -339,7 +344,7 @@ class SamplerTests:
             if torch.equal(a, run(seed ^ (1 << bit))[0]):
                 problems.append(f"seeds differing only in bit {bit} gave the same stream")
         record.require(exact("seeded generator reproduces its stream", len(problems),
-                             3 + len(LOW_SEED_BITS), "; ".join(problems)))
+                             4 + len(LOW_SEED_BITS), "; ".join(problems)))
 
     def test_high_seed_bits(self, impl, dtype, device, record, rng):
         """Seeds differing only in a bit from 32 to 63 give different streams (a 64-bit
@@ -371,7 +376,9 @@ class SamplerTests:
         """The stream follows the generator's state: a state restored with set_state, or
         cloned with clone_state, after a call continues with the next call; manual_seed
         restarts a used generator; where the generator counts a Philox offset (CUDA),
-        set_offset(get_offset()) resumes there on a new generator of the same seed."""
+        set_offset(get_offset()) resumes there on a new generator of the same seed. Calls
+        without a generator draw from torch's default one: torch.manual_seed reproduces
+        them."""
         spec, seed = self.spec, _seed(rng)
         params = _params(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, n=STREAM_N, generator_seed=seed)
@@ -379,8 +386,39 @@ class SamplerTests:
             lambda: torch.Generator(device=device).manual_seed(seed), seed,
             lambda gen: device_bits(draw_with(impl, gen, dtype, device, params, record,
                                               spec.method)))
+
+        def without_generator() -> torch.Tensor:
+            t = prefilled((STREAM_N,), dtype, device, spec.method, params)
+            impl(t, *params)
+            require_support(record, law_of(spec.method, params), t, None)
+            return device_bits(t)
+
+        more, count = default_generator_problems(without_generator, seed, device)
+        problems, checked = problems + more, checked + count
         record.require(exact("the stream follows the generator's state", len(problems),
                              checked, "; ".join(problems)))
+
+    @stat_checks(1)
+    def test_many_calls(self, impl, dtype, device, record, rng):
+        """1,000 successive calls on one generator (more than mt19937's 624-word cycle),
+        each just long enough that equal calls are a rejection at alpha: no call repeats
+        another (a stream keyed by a position in a cycle comes back to the same values)."""
+        spec, seed = self.spec, _seed(rng)
+        params = _params(spec, spec.main, dtype)
+        o, fmt = oracle(spec.method, spec.main), fmt_of(dtype)
+        size = call_length(o, fmt)
+        record.case(method=spec.method, params=params, n=size, calls=MANY_CALLS,
+                    generator_seed=seed)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        calls = []
+        for _ in range(MANY_CALLS):
+            t = prefilled((size,), dtype, device, spec.method, params)
+            impl(t, *params, generator=gen)
+            calls.append(t)
+        every = torch.cat(calls)
+        require_support(record, law_of(spec.method, params), every, None)
+        bits = bits_of(every).reshape(MANY_CALLS, size)
+        Family(record, 1).require(repeated_calls(list(bits), o, fmt, spec.method))
 
     @F32
     def test_parameter_validation(self, impl, dtype, device, record):

@@ -117,3 +117,23 @@ def test_one_reason_across_groups_is_said_once():
     lines = triage.terminal_lines(triage.group_failures(results), None)
     assert lines[1] == "  60 of them in 12 groups give one reason: setup: RuntimeError: over budget"
     assert triage.shared_reason(triage.group_failures(results[:10]))[0] is None  # 2 groups
+
+
+def test_more_implementations_line_counts_only_real_failures():
+    """Past ROWS_SHOWN rows, the '... N more' line says how many of those have failures
+    (plugged-in implementations are shown even when all passed)."""
+    from conformance.harness.outcomes import OUTCOMES
+    from conformance.run.terminal import ROWS_SHOWN, implementation_lines
+
+    def row(failed: int) -> dict:
+        r = {o: 0 for o in OUTCOMES} | {"ran": 3, "passed": 3 - failed, "failed": failed,
+                                        "worst_margin": 0.5, "not_run": {}}
+        return r
+
+    impls = {f"user.ok{i}": row(0) for i in range(ROWS_SHOWN + 3)}
+    lines = implementation_lines({"demo": impls}, plugged=set(impls))
+    assert lines[-1] == ("  ... 3 more implementations (0 with failures or tests not run; "
+                         "summary.md, report.html)"), lines[-1]
+    impls["user.bad"] = row(1)
+    lines = implementation_lines({"demo": impls}, plugged=set(impls))
+    assert "failed   1" in lines[0] and "(0 with failures" in lines[-1]

@@ -78,8 +78,10 @@ def implementation_lines(by_area: dict[str, dict[str, dict[str, Any]]],
             for reason, n in list(row["not_run"].items())[:NOT_RUN_SHOWN]:
                 lines.append(f"      not run: {n} {reason}")
     if len(shown) > ROWS_SHOWN:
-        lines.append(f"  ... {len(shown) - ROWS_SHOWN} more implementations with failures "
-                     "(summary.md, report.html)")
+        rest = shown[ROWS_SHOWN:]
+        failing = sum(1 for bad, *_ in rest if bad)
+        lines.append(f"  ... {len(rest)} more implementations ({failing} with failures or "
+                     "tests not run; summary.md, report.html)")
     if quiet:
         margins = [r["worst_margin"] for *_, r in quiet if r["worst_margin"] is not None]
         worst = f"; worst margin {max(margins):.3g}" if margins else ""

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from conformance.areas.samplers.data import STREAM_N, SamplerSpec
 from conformance.areas.samplers.support import (  # noqa: F401  (impossible_values: tests)
     bits16,
     impossible_values,
@@ -295,3 +296,23 @@ def body_chisquare(o: Oracle, x: np.ndarray, fmt: FloatFormat | None, label: str
     the powered check's chi-square over every 16-bit value: more power against an error
     spread thinly over the body."""
     return binned_chisquare(x, o.cdf, o.ppf, fmt, 100, f"chi-square, 100 cells ({label})")
+
+
+def seed_of(rng: np.random.Generator) -> int:
+    """A test's generator seed, from its rng (seeded from --seed and the test id)."""
+    return int(rng.integers(2**62))
+
+
+def params_of(spec: SamplerSpec, params: tuple[float, ...], dtype: torch.dtype) -> tuple:
+    """The call's parameters: random_ takes Python ints."""
+    return tuple(int(p) for p in params) if spec.name == "random" else params
+
+
+def draw_with(impl: Any, gen: torch.Generator, dtype: torch.dtype, device: torch.device,
+              params: tuple, record: Record, method: str, n: int = STREAM_N) -> torch.Tensor:
+    """``n`` values from ``gen`` (not reseeded: successive calls continue its stream), their
+    support checked."""
+    t = prefilled((n,), dtype, device, method, params)
+    impl(t, *params, generator=gen)
+    require_support(record, law_of(method, params), t, None)
+    return t

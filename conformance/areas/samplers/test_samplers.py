@@ -15,31 +15,27 @@ import torch
 
 from conformance.areas.samplers.checks import (
     Family,
-    bits_of,
     body_chisquare,
-    device_bits,
     draw,
     expect_error,
     fmt_of,
     goodness_of_fit,
-    law_of,
     parameter_test,
+    params_of,
     prefilled,
     require_in_place,
-    require_support,
+    seed_of,
     small_gof,
     stat_checks,
     to_numpy,
 )
 from conformance.areas.samplers.data import (
-    LARGE,
     OTHER_N,
     RESOLUTION_N,
     SERIAL_N,
     SMALL_REPEATS,
     SMALL_SIZES,
     SPECS,
-    STREAM_N,
     TAIL_N,
     TWO_SAMPLE_N,
     SamplerSpec,
@@ -49,22 +45,12 @@ from conformance.areas.samplers.data import (
 from conformance.areas.samplers.dependence import (
     RESOLUTION,
     TAIL_QUANTILES,
-    call_overlaps,
     magnitude_serial,
     pair_chisquare,
     resolution_test,
-    stream_overlap,
     tail_checks,
 )
-from conformance.areas.samplers.generator_state import (
-    HIGH_SEED_BITS,
-    MANY_CALLS,
-    call_length,
-    default_generator_problems,
-    generator_drops_high_bits,
-    repeated_calls,
-    state_problems,
-)
+from conformance.areas.samplers.stream_tests import StreamChecks
 from conformance.harness.compare import exact
 from conformance.harness.outcomes import unsupported
 from conformance.harness.tensors import dtype_name
@@ -73,11 +59,7 @@ from oracles.sampler_tails import tail_thresholds
 from oracles.samplers import oracle
 
 F32 = pytest.mark.parametrize("dtype", [torch.float32], ids=["float32"])
-LOW_SEED_BITS = (16, 24, 31)
 
-
-def _seed(rng: np.random.Generator) -> int:
-    return int(rng.integers(2**62))
 
 
 def _applies(spec: SamplerSpec, params: tuple[float, ...], dtype: torch.dtype) -> bool:
@@ -88,22 +70,11 @@ def _applies(spec: SamplerSpec, params: tuple[float, ...], dtype: torch.dtype) -
     return info.min <= params[0] and params[-1] - 1 <= info.max
 
 
-def draw_with(impl, gen: torch.Generator, dtype: torch.dtype, device: torch.device,
-              params: tuple, record, method: str, n: int = STREAM_N) -> torch.Tensor:
-    """``n`` values from ``gen`` (not reseeded: successive calls continue its stream), their
-    support checked."""
-    t = prefilled((n,), dtype, device, method, params)
-    impl(t, *params, generator=gen)
-    require_support(record, law_of(method, params), t, None)
-    return t
 
 
-def _params(spec: SamplerSpec, params: tuple[float, ...], dtype: torch.dtype) -> tuple:
-    return tuple(int(p) for p in params) if spec.name == "random" else params
-
-
-class SamplerTests:
-    """The checks every sampler area runs; subclasses set ``spec``."""
+class SamplerTests(StreamChecks):
+    """The checks every sampler area runs (the stream and generator ones in
+    ``StreamChecks``); subclasses set ``spec``."""
 
     spec: SamplerSpec
 
@@ -111,8 +82,8 @@ class SamplerTests:
     def test_goodness_of_fit(self, impl, dtype, device, record, rng):
         """The powered check: support, omnibus tests against the (rounded) law, and the
         targeted tests that detect a 1 % parameter error with probability >= 0.99."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
+        spec, seed = self.spec, seed_of(rng)
+        params = params_of(spec, spec.main, dtype)
         n = sized(spec.n)
         record.case(method=spec.method, params=params, n=n, generator_seed=seed)
         x = to_numpy(draw(impl, (n,), dtype, device, params, seed, record, spec.method))
@@ -126,8 +97,8 @@ class SamplerTests:
         for params in spec.others:
             if not _applies(spec, params, dtype):
                 continue
-            seed = _seed(rng)
-            p = _params(spec, params, dtype)
+            seed = seed_of(rng)
+            p = params_of(spec, params, dtype)
             record.case(method=spec.method, params=p, n=OTHER_N, generator_seed=seed)
             x = to_numpy(draw(impl, (OTHER_N,), dtype, device, p, seed, record, spec.method))
             goodness_of_fit(fam, oracle(spec.method, params), x, fmt_of(dtype), targeted=False,
@@ -137,8 +108,8 @@ class SamplerTests:
     def test_two_sample_vs_cpu(self, impl, dtype, device, record, rng):
         """The device's samples and torch's CPU samples come from one law (on a CPU run:
         two CPU generators with different seeds)."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
+        spec, seed = self.spec, seed_of(rng)
+        params = params_of(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, n=TWO_SAMPLE_N, generator_seed=seed)
         x = to_numpy(draw(impl, (TWO_SAMPLE_N,), dtype, device, params, seed, record,
                             spec.method))
@@ -155,8 +126,8 @@ class SamplerTests:
         """Successive draws independent: lag-1 autocorrelation of u = F(x) and of
         |u - 1/2| (a shared magnitude), consecutive pairs against the product law, and no
         block of the stream repeated at any lag (Bonferroni over the lags)."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
+        spec, seed = self.spec, seed_of(rng)
+        params = params_of(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, n=SERIAL_N, generator_seed=seed)
         x = to_numpy(draw(impl, (SERIAL_N,), dtype, device, params, seed, record, spec.method))
         o = oracle(spec.method, spec.main)
@@ -174,8 +145,8 @@ class SamplerTests:
         same draws, the body: a 100-cell chi-square against the law rounded to the dtype (a
         shape error too fine for the powered check's n: a ziggurat whose wedges are
         under-weighted, 0.6 % of the mass, gives p ~ 1e-40 in float32)."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
+        spec, seed = self.spec, seed_of(rng)
+        params = params_of(spec, spec.main, dtype)
         o, fmt = oracle(spec.method, spec.main), fmt_of(dtype)
         if not tail_thresholds(o, fmt, TAIL_QUANTILES):
             unsupported(f"{spec.method}{spec.main} has no value beyond its 1e-4 quantiles in "
@@ -193,8 +164,8 @@ class SamplerTests:
         """Tensors of 1 .. 47 elements (every remainder mod 16, the scalar epilogues of
         vectorised kernels), one generator: the elements past the last multiple of 16,
         and the others, each against the law (KS or chi-square, pooled over the calls)."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
+        spec, seed = self.spec, seed_of(rng)
+        params = params_of(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, sizes="1..47", repeats=SMALL_REPEATS,
                     generator_seed=seed)
         gen = torch.Generator(device=device).manual_seed(seed)
@@ -220,8 +191,8 @@ class SamplerTests:
         and checked as it is (support, omnibus and targeted tests), plus no block of the
         view repeated (a view filled with two copies of half its values); every element
         outside the view untouched."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
+        spec, seed = self.spec, seed_of(rng)
+        params = params_of(spec, spec.main, dtype)
         rows, cols = layout_shape(spec.n)
         sentinel = 77 if dtype == torch.uint8 or not dtype.is_floating_point else -12345.0
         if layout == "transposed":
@@ -252,24 +223,6 @@ class SamplerTests:
         fam.require(repeat_test(o.u(x), f"no repeated blocks in the view ({spec.method})"))
 
     @stat_checks(1)
-    def test_streams_do_not_overlap(self, impl, dtype, device, record, rng):
-        """A call and the next one on the same generator, and a generator seeded
-        differently, share no run of L consecutive values (L from the law's collision
-        probability: one shared run has probability <= ALPHA / 10 under independence)."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
-        record.case(method=spec.method, params=params, n=STREAM_N, generator_seed=seed)
-        gen = torch.Generator(device=device).manual_seed(seed)
-        first = draw_with(impl, gen, dtype, device, params, record, spec.method)
-        second = draw_with(impl, gen, dtype, device, params, record, spec.method)
-        other = draw_with(impl, torch.Generator(device=device).manual_seed(seed + 1), dtype,
-                          device, params, record, spec.method)
-        o = oracle(spec.method, spec.main)
-        Family(record, 1).require(stream_overlap(
-            {"call 1": bits_of(first), "call 2": bits_of(second), "seed + 1": bits_of(other)},
-            o, fmt_of(dtype), spec.method))
-
-    @stat_checks(1)
     def test_resolution(self, impl, dtype, device, record, rng):
         """float64 draws carry float64 resolution (at most one in 2^20 is a float32 value),
         float32 draws float32 resolution (at most one in 2^8 a float16 or bfloat16 value):
@@ -282,143 +235,11 @@ class SamplerTests:
             unsupported(f"resolution is checked for continuous laws in float32 and float64 "
                         f"(a {dtype_name(dtype)} {spec.method} is covered by its chi-square "
                         "over every value)")
-        seed = _seed(rng)
-        params = _params(spec, spec.main, dtype)
+        seed = seed_of(rng)
+        params = params_of(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, n=RESOLUTION_N, generator_seed=seed)
         t = draw(impl, (RESOLUTION_N,), dtype, device, params, seed, record, spec.method)
         Family(record, 1).require(resolution_test(t, f"{spec.method}{spec.main}"))
-
-    @stat_checks(1)
-    def test_large_calls(self, impl, dtype, device, record, rng, conformance_state):
-        """Consecutive calls on one generator of 2^22 + 13 values (2 calls in ci) or 2^24 +
-        13 (2 in dev, 8 in thorough), past the 2^16, 2^22 and 2^24 marks where a kernel's
-        grid or a generator's per-call offset may wrap: every value in the support, counted
-        on the device (a kernel that leaves the end of a large tensor unwritten, or writes
-        an impossible value once in 2^24), and no call repeating a run of values of the
-        call before it (a counter advanced by less than a call consumes)."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
-        n, calls = LARGE[conformance_state.profile]
-        record.case(method=spec.method, params=params, n=n, calls=calls,
-                    generator_seed=seed)
-        gen = torch.Generator(device=device).manual_seed(seed)
-        bits = []
-        for _ in range(calls):
-            t = draw_with(impl, gen, dtype, device, params, record, spec.method, n)
-            bits.append(device_bits(t))
-        o = oracle(spec.method, spec.main)
-        Family(record, 1).require(call_overlaps(bits, o, fmt_of(dtype), spec.method))
-
-    def test_reproducible(self, impl, dtype, device, record, rng):
-        """A seeded generator on the device reproduces the stream bit for bit, whatever the
-        global RNG does; another seed, or the next draw, gives another stream."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
-        record.case(method=spec.method, params=params, generator_seed=seed)
-        bits = {torch.float16: torch.int16, torch.bfloat16: torch.int16,
-                torch.float32: torch.int32, torch.float64: torch.int64}.get(dtype, dtype)
-
-        def run(s: int, twice: bool = False) -> list[torch.Tensor]:
-            gen = torch.Generator(device=device).manual_seed(s)
-            outs = []
-            for _ in range(2 if twice else 1):
-                t = draw_with(impl, gen, dtype, device, params, record, spec.method, 4099)
-                outs.append(t.view(bits).cpu())
-            return outs
-
-        torch.manual_seed(seed % 1000)
-        a, a_next = run(seed, twice=True)
-        torch.manual_seed(seed % 1000 + 1)
-        b, b_next = run(seed, twice=True)
-        (c,) = run(seed + 1)
-        problems = []
-        for call, x, y in ((1, a, b), (2, a_next, b_next)):
-            if not torch.equal(x, y):
-                problems.append(f"same seed, different stream in call {call} "
-                                f"({int((x != y).sum())} of {x.numel()} differ)")
-        if torch.equal(a, c):
-            problems.append("another seed gave the same stream")
-        if torch.equal(a, a_next):
-            problems.append("the next draw repeated the first")
-        for bit in LOW_SEED_BITS:  # a seed truncated to 16, 24 or 31 bits
-            if torch.equal(a, run(seed ^ (1 << bit))[0]):
-                problems.append(f"seeds differing only in bit {bit} gave the same stream")
-        record.require(exact("seeded generator reproduces its stream", len(problems),
-                             4 + len(LOW_SEED_BITS), "; ".join(problems)))
-
-    def test_high_seed_bits(self, impl, dtype, device, record, rng):
-        """Seeds differing only in a bit from 32 to 63 give different streams (a 64-bit
-        seed is not truncated to 32 bits), where the device's own generator keeps those
-        bits (CUDA's Philox does; the CPU's mt19937 takes 32, pytorch#87509: an
-        implementation drawing from it cannot do better, so the test does not apply)."""
-        spec, seed = self.spec, _seed(rng) & 0xFFFF_FFFF
-        lost = generator_drops_high_bits(device)
-        if lost:
-            unsupported(f"this device's torch.Generator ignores seed bits {lost} (torch.rand "
-                        "draws the same stream): nothing an implementation draws from it can "
-                        "tell those seeds apart")
-        params = _params(spec, spec.main, dtype)
-        record.case(method=spec.method, params=params, generator_seed=seed,
-                    bits=HIGH_SEED_BITS)
-
-        def first(s: int) -> torch.Tensor:
-            gen = torch.Generator(device=device).manual_seed(s)
-            return device_bits(draw_with(impl, gen, dtype, device, params, record,
-                                         spec.method, 4099)).cpu()
-
-        base = first(seed)
-        same = [bit for bit in HIGH_SEED_BITS if torch.equal(base, first(seed | (1 << bit)))]
-        record.require(exact("seeds differing only in a high bit give different streams",
-                             len(same), len(HIGH_SEED_BITS),
-                             f"bits {same} gave the seed's own stream" if same else ""))
-
-    def test_generator_state(self, impl, dtype, device, record, rng):
-        """The stream follows the generator's state: a state restored with set_state, or
-        cloned with clone_state, after a call continues with the next call; manual_seed
-        restarts a used generator; where the generator counts a Philox offset (CUDA),
-        set_offset(get_offset()) resumes there on a new generator of the same seed. Calls
-        without a generator draw from torch's default one: torch.manual_seed reproduces
-        them."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
-        record.case(method=spec.method, params=params, n=STREAM_N, generator_seed=seed)
-        problems, checked = state_problems(
-            lambda: torch.Generator(device=device).manual_seed(seed), seed,
-            lambda gen: device_bits(draw_with(impl, gen, dtype, device, params, record,
-                                              spec.method)))
-
-        def without_generator() -> torch.Tensor:
-            t = prefilled((STREAM_N,), dtype, device, spec.method, params)
-            impl(t, *params)
-            require_support(record, law_of(spec.method, params), t, None)
-            return device_bits(t)
-
-        more, count = default_generator_problems(without_generator, seed, device)
-        problems, checked = problems + more, checked + count
-        record.require(exact("the stream follows the generator's state", len(problems),
-                             checked, "; ".join(problems)))
-
-    @stat_checks(1)
-    def test_many_calls(self, impl, dtype, device, record, rng):
-        """1,000 successive calls on one generator (more than mt19937's 624-word cycle),
-        each just long enough that equal calls are a rejection at alpha: no call repeats
-        another (a stream keyed by a position in a cycle comes back to the same values)."""
-        spec, seed = self.spec, _seed(rng)
-        params = _params(spec, spec.main, dtype)
-        o, fmt = oracle(spec.method, spec.main), fmt_of(dtype)
-        size = call_length(o, fmt)
-        record.case(method=spec.method, params=params, n=size, calls=MANY_CALLS,
-                    generator_seed=seed)
-        gen = torch.Generator(device=device).manual_seed(seed)
-        calls = []
-        for _ in range(MANY_CALLS):
-            t = prefilled((size,), dtype, device, spec.method, params)
-            impl(t, *params, generator=gen)
-            calls.append(t)
-        every = torch.cat(calls)
-        require_support(record, law_of(spec.method, params), every, None)
-        bits = bits_of(every).reshape(MANY_CALLS, size)
-        Family(record, 1).require(repeated_calls(list(bits), o, fmt, spec.method))
 
     @F32
     def test_parameter_validation(self, impl, dtype, device, record):
@@ -427,7 +248,7 @@ class SamplerTests:
         for params, pattern in self.spec.invalid:
             record.case(method=self.spec.method, params=params)
             t = torch.empty(16, dtype=dtype, device=device)
-            problem = expect_error(impl, t, _params(self.spec, params, dtype), pattern)
+            problem = expect_error(impl, t, params_of(self.spec, params, dtype), pattern)
             if problem:
                 problems.append(problem)
         record.require(exact("invalid parameters raise", len(problems),
@@ -446,8 +267,8 @@ class SamplerTests:
             unsupported(f"no parameter-precision case for {spec.method} in {name}")
         fam = Family(record, 1)
         for c in cases[:1]:
-            seed, n = _seed(rng), sized(c.n)
-            params = _params(spec, c.params, dtype)
+            seed, n = seed_of(rng), sized(c.n)
+            params = params_of(spec, c.params, dtype)
             record.case(method=spec.method, params=params, n=n, detects=c.rounding,
                         generator_seed=seed)
             x = to_numpy(draw(impl, (n,), dtype, device, params, seed, record, spec.method))
@@ -462,7 +283,7 @@ class SamplerTests:
         for ext in spec.extremes:
             if ext.dtypes is not None and name not in ext.dtypes:
                 continue
-            seed = _seed(rng)
+            seed = seed_of(rng)
             record.case(method=spec.method, params=ext.params, n=sized(ext.n), generator_seed=seed)
             x = to_numpy(draw(impl, (sized(ext.n),), dtype, device, ext.params, seed, record,
                                 spec.method))
@@ -517,7 +338,7 @@ class TestBernoulli(SamplerTests):
         transposed output view, p in the view's logical layout."""
         from conformance.stats.gof import mean_test
 
-        seed, n = _seed(rng), sized(400_000)
+        seed, n = seed_of(rng), sized(400_000)
         p = torch.from_numpy(np.random.default_rng(seed).uniform(0, 1, n))
         p[:1000], p[1000:2000] = 0.0, 1.0
         record.case(method="bernoulli_", p="tensor U(0, 1), 1000 zeros, 1000 ones", n=n,
@@ -568,7 +389,7 @@ class TestRandom(SamplerTests):
         else:
             top = torch.iinfo(dtype).max
         for args, hi in (((7,), 7), ((), top + 1)):
-            seed = _seed(rng)
+            seed = seed_of(rng)
             record.case(method="random_", params=args, n=n, generator_seed=seed)
             x = to_numpy(draw(impl, (n,), dtype, device, args, seed, record))
             if hi <= 4096:

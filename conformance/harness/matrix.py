@@ -379,8 +379,8 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
             for key, kind, names in (("features", "feature", rule.features),
                                      ("dtypes", "dtype", rule.dtypes)):
                 problem = vocab.unknown(kind, names)
-                if problem:
-                    raise ConfigError(f"{path}: {rule.label}.{key}: {problem} (area {name})")
+                if problem:  # names the area: "unknown dtype 'x' for area sampler.normal"
+                    raise ConfigError(f"{path}: {rule.label}.{key}: {problem}")
         expanded.append(replace(rule, areas=covered))
     rules = tuple(expanded)
     return Matrix(path=path, areas=areas, devices=devices, rules=rules,

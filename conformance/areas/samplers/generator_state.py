@@ -97,9 +97,10 @@ def state_problems(fresh: Callable[[], torch.Generator], seed: int, call: Call
 @contextlib.contextmanager
 def global_rng_kept(device: torch.device) -> Iterator[None]:
     """Reseed torch's default generators inside; their states are restored after."""
-    devices = [] if device.type == "cpu" else [
-        device.index if device.index is not None
-        else torch.get_device_module(device.type).current_device()]
+    mod = torch.get_device_module(device.type)
+    index = device.index if device.index is not None else (
+        mod.current_device() if hasattr(mod, "current_device") else 0)  # MPS has one device
+    devices = [] if device.type == "cpu" else [index]
     with torch.random.fork_rng(devices=devices, device_type=device.type):
         yield
 

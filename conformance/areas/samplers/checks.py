@@ -134,19 +134,17 @@ def require_in_place(record: Record, t: torch.Tensor, out: Any) -> None:
                          "; ".join(problems)))
 
 
-def bits_of(t: torch.Tensor) -> np.ndarray:
-    """The raw bit patterns of ``t`` (floats as same-width integers), flattened."""
-    view = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
-            torch.float64: torch.int64}.get(t.dtype)
-    return (t.view(view) if view is not None else t).cpu().numpy().reshape(-1)
-
-
 def device_bits(t: torch.Tensor) -> torch.Tensor:
     """The raw bit patterns of ``t`` on its device (floats as same-width integers), 1-D."""
     view = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
             torch.float64: torch.int64}.get(t.dtype)
     flat = t.reshape(-1)
     return flat.view(view) if view is not None else flat
+
+
+def bits_of(t: torch.Tensor) -> np.ndarray:
+    """The raw bit patterns of ``t`` (floats as same-width integers), flattened, on the host."""
+    return device_bits(t).cpu().numpy()
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:

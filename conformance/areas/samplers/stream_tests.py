@@ -87,15 +87,13 @@ class StreamChecks:
         spec, seed = self.spec, seed_of(rng)
         params = params_of(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, generator_seed=seed)
-        bits = {torch.float16: torch.int16, torch.bfloat16: torch.int16,
-                torch.float32: torch.int32, torch.float64: torch.int64}.get(dtype, dtype)
 
         def run(s: int, twice: bool = False) -> list[torch.Tensor]:
             gen = torch.Generator(device=device).manual_seed(s)
             outs = []
             for _ in range(2 if twice else 1):
                 t = draw_with(impl, gen, dtype, device, params, record, spec.method, 4099)
-                outs.append(t.view(bits).cpu())
+                outs.append(device_bits(t).cpu())
             return outs
 
         torch.manual_seed(seed % 1000)

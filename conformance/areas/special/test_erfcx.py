@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conformance.areas.special.erfcx_checks import check_backward, check_forward, round_to
-from conformance.areas.special.inputs import erfcx_inputs
+from conformance.areas.special.inputs import erfcx_inputs, representable
 from conformance.harness.compare import exact
 from conformance.harness.tensors import exact_numpy, from_numpy
 
@@ -58,22 +58,39 @@ def _backward(impl, x: np.ndarray, dtype: torch.dtype, device: torch.device, rec
     check_backward(record, x, g, exact_numpy(t.grad), dtype, leaf=t)
 
 
-def _split(dtype: torch.dtype, seed: int) -> tuple[np.ndarray, np.ndarray]:
+LARGE = 16.0  # test_backward_large from here: where the formula 2x erfcx(x) - 2/sqrt(pi) cancels
+
+
+def _split(dtype: torch.dtype, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x < LARGE, LARGE <= x < max/2, x >= max/2): the large part with 60 more points
+    log-uniform in [LARGE, 1e6] and 21 in [700, 800] (where the float32 gradient is ~1e-6)."""
     regions = erfcx_inputs(dtype, seed)
     x = np.concatenate([regions[r] for r in REGIONS if r != "specials"])
-    huge = np.abs(x) >= float(torch.finfo(dtype).max) / 2
-    return x[~huge], x[huge & (x > 0)]
+    half = float(torch.finfo(dtype).max) / 2
+    rng = np.random.default_rng([seed, 3])
+    extra = np.concatenate([np.exp(rng.uniform(np.log(LARGE), np.log(1e6), 60)),
+                            np.linspace(700, 800, 21)])
+    large = np.concatenate([x[(x >= LARGE) & (x < half)],
+                            representable(extra[extra < half], dtype)])
+    return x[x < LARGE], np.unique(large), x[x >= half]
 
 
 @pytest.mark.needs("backward")
 def test_backward(impl, dtype, device, record, seed):
-    """d/dx erfcx through autograd, with random cotangents in [0.5, 2], for every input but
-    |x| >= max/2 (test_backward_huge)."""
+    """d/dx erfcx through autograd, with random cotangents in [0.5, 2], for every input
+    below LARGE (the negative ones included)."""
     _backward(impl, _split(dtype, seed)[0], dtype, device, record, seed)
+
+
+@pytest.mark.needs("backward")
+def test_backward_large(impl, dtype, device, record, seed):
+    """The gradient for LARGE <= x < max/2, ~ -1/(sqrt(pi) x^2), where torch's formula
+    2x erfcx(x) - 2/sqrt(pi) cancels: held to 2^-8 relative of the true derivative."""
+    _backward(impl, _split(dtype, seed)[1], dtype, device, record, seed)
 
 
 @pytest.mark.needs("backward")
 def test_backward_huge(impl, dtype, device, record, seed):
     """The gradient for max/2 <= x <= max, where it is ~ -1/(sqrt(pi) x^2): a formula that
     forms 2 x first overflows there."""
-    _backward(impl, _split(dtype, seed)[1], dtype, device, record, seed)
+    _backward(impl, _split(dtype, seed)[2], dtype, device, record, seed)

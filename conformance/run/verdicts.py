@@ -70,7 +70,8 @@ def fixed_in_note(rule: Any, dist: str, installed: str, newest: str) -> str:
 
 def fixed_in(item: pytest.Item, report: pytest.TestReport) -> None:
     """A strict expected failure that passes on a release newer than those its entry was
-    measured on: a pass (the check ran and held), with the entry to narrow as its reason."""
+    measured on, or a test under non-strict entries only (a failure is allowed, not
+    expected) that passes: a pass (the check ran and held), the entry named in its reason."""
     notes = item.stash.get(ITEM_BEYOND, None)
     if not notes or report.when != "call" or not report.passed:
         return

@@ -1,14 +1,30 @@
-"""Planted grid_sample implementations the grid_sample area must flag, and their twin."""
+"""Planted grid_sample implementations the grid_sample area must flag, and their twin. Each
+computes in float32 for float16 / bfloat16 inputs and rounds once (``_sample``), so a fault
+is the same in every dtype and the twin is what the half-precision bound certifies."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
+HALF = (torch.float16, torch.bfloat16)
+
+
+def _work(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in the compute type: float32 for the half types."""
+    return t.float() if t.dtype in HALF else t
+
+
+def _sample(input, grid, **kw):
+    """F.grid_sample, in float32 for the half types (rounded once to the input's dtype)."""
+    if input.dtype in HALF:
+        return F.grid_sample(input.float(), grid.float(), **kw).to(input.dtype)
+    return F.grid_sample(input, grid, **kw)
+
 
 def align_corners_inverted(input, grid, mode="bilinear", padding_mode="zeros",
                            align_corners=False):
-    return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+    return _sample(input, grid, mode=mode, padding_mode=padding_mode,
                          align_corners=not align_corners)
 
 
@@ -24,17 +40,17 @@ def reflect_once(input, grid, mode="bilinear", padding_mode="zeros", align_corne
     """Reflection padding that reflects a coordinate once only (not repeatedly), then
     clips: wrong beyond one image width outside."""
     if padding_mode != "reflection":
-        return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+        return _sample(input, grid, mode=mode, padding_mode=padding_mode,
                              align_corners=align_corners)
     h, w = input.shape[-2:]
     lo, his = (0.0, (w - 1, h - 1)) if align_corners else (-0.5, (w - 0.5, h - 0.5))
     axes = []
     for i, size in enumerate((w, h)):
-        p = _pixels(grid[..., i], size, align_corners)
+        p = _pixels(_work(grid[..., i]), size, align_corners)
         hi = his[i]
         p = torch.where(p < lo, 2 * lo - p, torch.where(p > hi, 2 * hi - p, p))
         axes.append(_normalized(p, size, align_corners))
-    return F.grid_sample(input, torch.stack(axes, -1), mode=mode, padding_mode="border",
+    return _sample(input, torch.stack(axes, -1), mode=mode, padding_mode="border",
                          align_corners=align_corners)
 
 
@@ -44,7 +60,7 @@ def half_pixel_off(input, grid, mode="bilinear", padding_mode="zeros", align_cor
     w = input.shape[-1]
     shift = torch.zeros_like(grid)
     shift[..., 0] = 1.0 / (w - 1 if align_corners else w)
-    return F.grid_sample(input, grid + shift, mode=mode, padding_mode=padding_mode,
+    return _sample(input, grid + shift, mode=mode, padding_mode=padding_mode,
                          align_corners=align_corners)
 
 
@@ -52,20 +68,20 @@ def nearest_half_away(input, grid, mode="bilinear", padding_mode="zeros", align_
     """Nearest rounding half away from zero (floor(p + 0.5) for p >= 0) instead of half to
     even: differs only at exact half-pixel positions."""
     if mode != "nearest":
-        return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+        return _sample(input, grid, mode=mode, padding_mode=padding_mode,
                              align_corners=align_corners)
     h, w = input.shape[-2:]
     axes = []
     for i, size in enumerate((w, h)):
         p = _pixels(grid[..., i].double(), size, align_corners)
         p = torch.sign(p) * torch.floor(p.abs() + 0.5)
-        axes.append(_normalized(p, size, align_corners).to(grid.dtype))
-    return F.grid_sample(input, torch.stack(axes, -1), mode="nearest",
+        axes.append(_normalized(p, size, align_corners).to(_work(grid).dtype))
+    return _sample(input, torch.stack(axes, -1), mode="nearest",
                          padding_mode=padding_mode, align_corners=align_corners)
 
 
 def correct(input, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
-    return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+    return _sample(input, grid, mode=mode, padding_mode=padding_mode,
                          align_corners=align_corners)
 
 
@@ -82,7 +98,7 @@ class _GridScale(torch.autograd.Function):
     def forward(ctx, input, grid, mode, padding_mode, align_corners):
         ctx.save_for_backward(input, grid)
         ctx.args = (mode, padding_mode, align_corners)
-        return F.grid_sample(input, grid, mode=mode, padding_mode=padding_mode,
+        return _sample(input, grid, mode=mode, padding_mode=padding_mode,
                              align_corners=align_corners)
 
     @staticmethod
@@ -91,7 +107,7 @@ class _GridScale(torch.autograd.Function):
         mode, padding_mode, align = ctx.args
         with torch.enable_grad():
             x, g = input.detach().requires_grad_(), grid.detach().requires_grad_()
-            out = F.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=align)
+            out = _sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=align)
             gi, gg = torch.autograd.grad(out, (x, g), grad_out)
         if align:
             h, w = input.shape[-2:]

@@ -69,6 +69,8 @@ def elementwise_bound(
     same_nonfinite = (~np.isfinite(ref)) & ((actual == ref) | (np.isnan(actual) & np.isnan(ref)))
     err = np.where(same_nonfinite, 0.0, err)
     err = np.where(np.isnan(err), np.inf, err)
+    # an exact element holds under any bound, a NaN one too (a NaN reference's bound is moot)
+    bound = np.where((err == 0) & np.isnan(bound), np.inf, bound)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(err == 0, 0.0, err / bound)
     flat = int(np.argmax(ratio))

@@ -118,7 +118,8 @@ def bound(inp: np.ndarray, grid: np.ndarray, ref: np.ndarray, mode: str, padding
         dx = np.where(np.isfinite(px), 4 * u_c * (np.abs(px) + w), 0.0)
         dy = np.where(np.isfinite(py), 4 * u_c * (np.abs(py) + h), 0.0)
     out = np.nan_to_num(out, nan=0.0) + LIPSCHITZ[mode] * big_m * (dx + dy)[:, None, :, :]
-    return out + u_out * np.abs(ref) + eta
+    # where the reference is NaN the output must be NaN too (elementwise_bound): no bound
+    return out + u_out * np.abs(np.nan_to_num(ref, nan=0.0)) + eta
 
 
 def check_forward(record: Record, inp: np.ndarray, grid: np.ndarray, got: np.ndarray,

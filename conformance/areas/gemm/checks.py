@@ -1,8 +1,10 @@
 """The GEMM conformance check: output structure, then the forward-error bound.
 
 The bound certifies a stated accumulation precision (``ACCUMULATE``): float32 accumulation
-for float16/bfloat16 inputs, the input precision otherwise. A float16 accumulator (or TF32
-rounding of float32 inputs) violates it for large K; see test_accumulation_precision.
+for float16/bfloat16 inputs, the input precision otherwise. A float16 accumulator violates
+it for large K (test_accumulation_precision); reduced-precision operands or products (TF32,
+bfloat16, float64 in float32 pieces, half-type products) violate it on operands that bias
+their rounding (test_reduced_precision, precision.py).
 """
 
 from __future__ import annotations

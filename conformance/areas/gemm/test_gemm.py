@@ -13,10 +13,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conformance.areas.gemm import precision
 from conformance.areas.gemm.checks import DISTRIBUTIONS, check_gemm, make_operand
 from conformance.harness.probes.blas import served_by
 from conformance.harness.strategies import seeds, sizes
-from conformance.harness.tensors import LAYOUTS, from_numpy, relayout
+from conformance.harness.tensors import LAYOUTS, dtype_name, from_numpy, relayout
 
 pytestmark = pytest.mark.area("gemm")
 MAX_MACS = 1 << 21  # m*n*k per Hypothesis example: keeps the ci profile fast on CPU
@@ -129,9 +130,27 @@ def test_awkward_shapes(impl, dtype, device, record, rng, m, k, n):
 @pytest.mark.parametrize("k", [1024, 4096], ids=lambda k: f"k{k}")
 def test_accumulation_precision(impl, dtype, device, record, rng, k):
     """Certifies the accumulation precision: with positive operands every partial sum grows,
-    so a float16 accumulator (or float32 inputs rounded to TF32) exceeds the bound."""
+    so a float16 accumulator (or half-type partial sums) exceeds the bound. Operand
+    shortcuts (TF32) are test_reduced_precision's: their random errors grow like sqrt(K)."""
     a, b = _operands(rng, (16, k), (k, 16), dtype, "positive", device)
     check_gemm(record, impl, a, b, dist="positive")
+
+
+@pytest.mark.needs("2d")
+def test_reduced_precision(impl, dtype, device, record, rng):
+    """Certifies the operand and product precision at small and moderate K: operands on
+    which a shortcut's rounding errors all have one sign (precision.py), so they add up
+    linearly in K and exceed the bound. float32: TF32 (K up to 8192) and bfloat16 operands;
+    float64: float32 operands (K up to 256) and two-float32 emulation (K <= 16); float16 /
+    bfloat16: products rounded to the input type (K up to 2048 / 8192). 8 x K x 8 products;
+    docs/areas/gemm.md gives each margin."""
+    name = dtype_name(dtype)
+    for shortcut, ks in precision.SHORTCUTS[name]:
+        for k in ks:
+            a, b = precision.operands(rng, shortcut, name, 8, k, 8)
+            check_gemm(record, impl, from_numpy(a, dtype, device),
+                       relayout(from_numpy(b, dtype, device), "transposed"),
+                       shortcut=shortcut, k=k)
 
 
 @pytest.mark.needs("2d")

@@ -84,8 +84,8 @@ def _positive(x: np.ndarray, u: float) -> np.ndarray:
     f = ox.erfcx(x)
     kappa = np.abs(2 * x * f - C) * (4 + x) / f
     small = kappa * gamma(3, u) + horner_condition(np.minimum(x, 49.9)) * gamma(13, u) + u
-    with np.errstate(over="ignore"):
-        far = gamma(2, u) + 0.5 / (x * x)
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):  # x * x -> 0 or inf:
+        far = gamma(2, u) + 0.5 / (x * x)  # used only past 5e7, where it is finite
     return np.where(x < 50, small, np.where(x <= 5e7, gamma(14, u) + u, far))
 
 

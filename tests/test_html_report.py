@@ -232,7 +232,8 @@ def test_browser_shows_the_failures(erfcx_runs):
     assert repro in page or failed[0]["reproduce"] in page.replace("&#39;", "'")
     assert page.count('class="plot"') == 1 and "<svg" in page and "limit 1" in page
     assert len(_table_rows(page)) == len(run.report["results"])
-    assert len(_groups(page)) == 2  # erfcx's forward and backward of the planted build
+    # erfcx's forward, backward and backward_large (x >= 16) of the planted build
+    assert len(_groups(page)) == 3
 
 
 def test_clean_run_is_a_pass(erfcx_runs):

@@ -16,9 +16,9 @@ from conformance.harness.registry import Impl
 from conformance.harness.runstate import MUST_PASS, PROFILES, STATE, RunState
 from conformance.run.accounting import MatrixWarning
 from conformance.run.keys import (
-    ITEM_BEYOND,
     ITEM_EXPECT,
     ITEM_META,
+    ITEM_PASS_NOTES,
     ITEM_TOLERANCE,
     NO_IMPL_MARK,
 )
@@ -175,10 +175,10 @@ def apply_matrix(config: pytest.Config, items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xfail(reason=reason, strict=any(
                 r.strict and r.label not in beyond for r in xfails)))
             item.stash[ITEM_EXPECT] = [(r.label, r.expect) for r in xfails if r.expect]
-            item.stash[ITEM_BEYOND] = [fixed_in_note(r, *beyond[r.label])
+            item.stash[ITEM_PASS_NOTES] = [fixed_in_note(r, *beyond[r.label])
                                        for r in xfails if r.strict and r.label in beyond]
             if not any(r.strict for r in xfails):  # "may fail": a pass is a pass
-                item.stash[ITEM_BEYOND] = [f"passed; matrix {r.label} (not strict) allows a "
+                item.stash[ITEM_PASS_NOTES] = [f"passed; matrix {r.label} (not strict) allows a "
                                            f"failure here" for r in xfails]
         loosen = entries("tolerance")
         if loosen:

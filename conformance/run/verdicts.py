@@ -15,7 +15,7 @@ from conformance.harness.registry import Impl
 from conformance.harness.versions import narrowed
 from conformance.report.collect import META_KEY, REASON_KEY, RECORD_KEY
 from conformance.run.failures import classify_exception, context_block, tail
-from conformance.run.keys import ITEM_BEYOND, ITEM_EXPECT, ITEM_META, ITEM_RECORD
+from conformance.run.keys import ITEM_EXPECT, ITEM_META, ITEM_PASS_NOTES, ITEM_RECORD
 
 
 def _wrong_reason(item: pytest.Item, call: pytest.CallInfo,
@@ -72,7 +72,7 @@ def fixed_in(item: pytest.Item, report: pytest.TestReport) -> None:
     """A strict expected failure that passes on a release newer than those its entry was
     measured on, or a test under non-strict entries only (a failure is allowed, not
     expected) that passes: a pass (the check ran and held), the entry named in its reason."""
-    notes = item.stash.get(ITEM_BEYOND, None)
+    notes = item.stash.get(ITEM_PASS_NOTES, None)
     if not notes or report.when != "call" or not report.passed:
         return
     if not hasattr(report, "wasxfail"):

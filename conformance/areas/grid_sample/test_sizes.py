@@ -12,15 +12,16 @@ import numpy as np
 import pytest
 import torch
 
+from conformance.areas.grid_sample.cases import BASE_SEED, COMBOS
+from conformance.areas.grid_sample.cases import data as _data
+from conformance.areas.grid_sample.cases import run as _run
 from conformance.areas.grid_sample.checks import check_forward
-from conformance.areas.grid_sample.test_grid_sample import COMBOS, _data, _run
 from conformance.harness.compare import exact
 from conformance.harness.outcomes import unsupported
 from conformance.harness.registry import load_object
 from conformance.harness.tensors import exact_numpy, from_numpy
 
 pytestmark = pytest.mark.area("grid_sample")
-BASE_SEED = 2011
 SIDE = 4097  # SIDE^2 = 2^24 + 8193
 HUGE_MODES = {"ci": ("bilinear",), "dev": ("bilinear", "nearest", "bicubic"),
               "thorough": ("bilinear", "nearest", "bicubic")}

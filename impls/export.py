@@ -13,11 +13,15 @@ report shows both. An ``ImportError`` while building means a missing dependency 
 is skipped, with the message). Declared features: ``dynamic.batch``, ``dynamic.seq`` (the
 program keeps that dim dynamic when asked with a named ``Dim``).
 
-For a dynamic sequence length, the export-based paths trace LSTM and GRU through torch's
-while-loop decompositions (``torch.export._patches``):
-the default decomposition unrolls the time loop and so specialises the sequence length
-(torch's own test of the patch, test_export.py ``test_dynamic_lstm``, does the same).
-The decompositions are used only when a dim named "seq" is requested dynamic.
+``export`` and ``export.strict`` are the public API as a user calls it, nothing patched:
+``torch.export.export(LSTM, dynamic_shapes={.. Dim("seq") ..})`` unrolls the time loop and
+raises "Constraints violated (seq)" (the matrix's expected failures say so, with links).
+``export.while_loop`` is the same call inside torch's private while-loop LSTM / GRU
+decompositions (``torch.export._patches``; torch's own test of the patch, test_export.py
+``test_dynamic_lstm``, does the same), and the paths built on an export (saved, decomposed,
+aoti, executorch) start from that trace, so that their own stages are tested at a dynamic
+length too. Each program says which trace it came from (``trace``, in the report's notes).
+The decompositions are entered only when a dim named "seq" is requested dynamic.
 
 ``torch.export.load`` and ``aoti_load_package`` load code: these paths only load files
 they wrote themselves, into a private temporary directory of this process.
@@ -158,14 +162,26 @@ def _content_key(module: torch.nn.Module, args: tuple, dynamic_shapes: Any,
     return h.hexdigest()
 
 
+PUBLIC = "torch.export.export"
+PATCHED = "torch.export.export + torch.export._patches while-loop LSTM/GRU decompositions"
+
+
+def trace_of(dynamic_shapes: Any, while_loop: bool) -> str:
+    """Which trace ``exported`` makes for these dynamic shapes."""
+    return PATCHED if while_loop and _wants_dynamic_seq(dynamic_shapes) else PUBLIC
+
+
 def exported(module: torch.nn.Module, args: tuple, dynamic_shapes: Any, *,
-             strict: bool = False, reuse: bool = True) -> ExportedProgram:
-    """``torch.export.export`` (with the while-loop decompositions for a dynamic "seq");
-    ``reuse``: a copy of this process's earlier trace of the same content, if any."""
-    key = _content_key(module, args, dynamic_shapes, strict)
+             strict: bool = False, reuse: bool = True, while_loop: bool = True
+             ) -> ExportedProgram:
+    """``torch.export.export``; ``while_loop``: inside the private while-loop decompositions
+    when a dim named "seq" is dynamic; ``reuse``: a copy of this process's earlier trace of
+    the same content, if any."""
+    patched = trace_of(dynamic_shapes, while_loop) == PATCHED
+    key = _content_key(module, args, dynamic_shapes, strict) + ("+while" if patched else "")
     if reuse and key in _TRACED:
         return copy.deepcopy(_TRACED[key])
-    with _while_loops(_wants_dynamic_seq(dynamic_shapes)):
+    with _while_loops(patched):
         ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=strict)
     if len(_TRACED) >= _TRACED_MAX:
         _TRACED.pop(next(iter(_TRACED)))
@@ -177,10 +193,11 @@ class Program:
     """A callable round-trip result with what the report shows about it."""
 
     def __init__(self, run: Callable[..., Any], dims: dict[str, list[int]] | None,
-                 artefact: Path | None = None) -> None:
+                 artefact: Path | None = None, trace: str | None = None) -> None:
         self._run = run
         self.dynamic_dims = dims
         self.artefact = str(artefact) if artefact else None
+        self.trace = trace
 
     def __call__(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self._run(*args)
@@ -193,15 +210,24 @@ def eager(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
 
 
 def export(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
-    """``torch.export.export`` (non-strict, the default) -> ``.module()``."""
+    """``torch.export.export`` (non-strict, the default) -> ``.module()``: the public API,
+    nothing patched."""
+    ep = exported(module, args, dynamic_shapes, reuse=False, while_loop=False)
+    return Program(ep.module(), dynamic_dims(ep), trace=PUBLIC)
+
+
+def export_while_loop(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """``torch.export.export`` inside torch's private while-loop LSTM / GRU decompositions
+    (``torch.export._patches``) -> ``.module()``: a dynamic length for LSTM and GRU."""
     ep = exported(module, args, dynamic_shapes, reuse=False)
-    return Program(ep.module(), dynamic_dims(ep))
+    return Program(ep.module(), dynamic_dims(ep), trace=trace_of(dynamic_shapes, True))
 
 
 def export_strict(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
-    """``torch.export.export(strict=True)`` (TorchDynamo traces) -> ``.module()``."""
-    ep = exported(module, args, dynamic_shapes, strict=True, reuse=False)
-    return Program(ep.module(), dynamic_dims(ep))
+    """``torch.export.export(strict=True)`` (TorchDynamo traces) -> ``.module()``: the public
+    API, nothing patched."""
+    ep = exported(module, args, dynamic_shapes, strict=True, reuse=False, while_loop=False)
+    return Program(ep.module(), dynamic_dims(ep), trace=PUBLIC)
 
 
 def export_saved(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
@@ -209,14 +235,14 @@ def export_saved(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> P
     path = _artefact(".pt2")
     torch.export.save(exported(module, args, dynamic_shapes), path)
     ep = torch.export.load(path)
-    return Program(ep.module(), dynamic_dims(ep), path)
+    return Program(ep.module(), dynamic_dims(ep), path, trace_of(dynamic_shapes, True))
 
 
 def export_decomposed(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
     """Export, then ``run_decompositions()`` to the core ATen opset."""
     with _while_loops(_wants_dynamic_seq(dynamic_shapes)):  # else they decompose unrolled
         ep = exported(module, args, dynamic_shapes).run_decompositions()
-    return Program(ep.module(), dynamic_dims(ep))
+    return Program(ep.module(), dynamic_dims(ep), trace=trace_of(dynamic_shapes, True))
 
 
 def aoti(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
@@ -224,7 +250,8 @@ def aoti(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
     ep = exported(module, args, dynamic_shapes)
     path = _artefact(".pt2")
     torch._inductor.aoti_compile_and_package(ep, package_path=str(path))
-    return Program(torch._inductor.aoti_load_package(str(path)), dynamic_dims(ep), path)
+    return Program(torch._inductor.aoti_load_package(str(path)), dynamic_dims(ep), path,
+                   trace_of(dynamic_shapes, True))
 
 
 def executorch(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
@@ -252,13 +279,15 @@ def executorch(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Pro
         # the runtime reads data_ptr as contiguous: hand it contiguous tensors
         return method.execute([t.contiguous() for t in inputs])
 
-    return Program(run, dynamic_dims(ep), path)
+    return Program(run, dynamic_dims(ep), path, trace_of(dynamic_shapes, True))
 
 
 _FLOATS = ["float32", "bfloat16", "float16"]
 _GPU = ["cpu", "cuda", "rocm", "xpu"]
 _declare(eager, "eager", dtypes=_FLOATS, devices=[*_GPU, "mps"], features=FEATURES)
 _declare(export, "export", dtypes=_FLOATS, devices=[*_GPU, "mps"], features=FEATURES)
+_declare(export_while_loop, "export.while_loop", dtypes=_FLOATS, devices=[*_GPU, "mps"],
+         features=FEATURES)
 _declare(export_strict, "export.strict", dtypes=_FLOATS, devices=[*_GPU, "mps"],
          features=FEATURES)
 _declare(export_saved, "export.saved", dtypes=_FLOATS, devices=[*_GPU, "mps"],

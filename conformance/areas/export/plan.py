@@ -16,6 +16,9 @@ path in the report's ``build_seconds`` notes), so:
 - thorough: everything.
 
 Eager ignores ``dynamic_shapes`` (it runs at any size): it runs one variant ("auto").
+``export.while_loop`` differs from ``export`` only with a dynamic length on an LSTM or GRU
+(torch.export._patches): it runs the "seq" variant of those, in float32 (all dtypes in
+thorough).
 An implementation plugged in with ``--impl`` runs everything it declares.
 """
 
@@ -25,12 +28,17 @@ from conformance.areas.export.catalogue import MODELS
 
 HEAVY = ("aoti", "executorch")
 CI_HEAVY = {"aoti": ("lstm",), "executorch": ("lstm", "gru_bi")}
-PLANNED = ("eager", "export", "export.strict", "export.saved", "export.decomposed", *HEAVY)
+PLANNED = ("eager", "export", "export.strict", "export.while_loop", "export.saved",
+           "export.decomposed", *HEAVY)
+WHILE_LOOP_KINDS = ("LSTM", "GRU", "seq_model")  # what torch.export._patches changes
 
 
 def planned(impl: str, model: str, variant: str, dtype: str, profile: str) -> bool:
     if impl == "eager":
         return variant == "auto"
+    if impl == "export.while_loop":  # other variants trace exactly as ``export`` does
+        kind_ok = variant == "seq" and MODELS[model].kind in WHILE_LOOP_KINDS
+        return kind_ok and (dtype == "float32" or profile == "thorough")
     if profile == "thorough" or impl not in PLANNED:
         return True
     heavy_subset = MODELS[model].ci_heavy

@@ -2,16 +2,39 @@
 
 Contract (``--impl graphs=module:attr``): an object (a module-level instance) with
 
-- ``capture(fn, *static_inputs, pool=None) -> graph``: record what ``fn(*static_inputs)``
-  does (the runtime may call ``fn`` before, to warm up; the harness resets any state that
-  this changed). ``fn`` returns a tuple of tensors. ``pool`` is another graph's ``pool()``:
-  the new graph may share that graph's memory, and is replayed after it.
+- ``capture(fn, *static_inputs, pool=None, **options) -> graph``: record what
+  ``fn(*static_inputs)`` does (the runtime may call ``fn`` before and during the capture,
+  to warm up; the harness resets any state that this changed). ``fn`` returns a tuple of
+  tensors. ``pool`` is another graph's ``pool()``: the new graph may share that graph's
+  memory, and is replayed after it. ``options`` are passed only for the features declared:
+  ``generators=(g, ...)`` (feature ``generators``: non-default ``torch.Generator`` objects
+  the step draws from, registered with the graph as ``CUDAGraph.register_generator_state``
+  does), ``capture_error_mode=`` ``"global"``, ``"thread_local"`` or ``"relaxed"`` (feature
+  ``capture_error_mode``, torch.cuda.graph's meaning; any other value raises) and
+  ``graph=`` a graph of this runtime that was ``reset()`` (feature ``reset``: recapture into
+  that object, as upstream re-uses a CUDAGraph after ``reset()``).
 - ``graph.replay()`` re-runs the captured work, reading the static input tensors as they
   are at replay time (the harness copies new values into them) and writing the same output
   tensors every time; ``graph.outputs`` is the tuple ``fn`` returned at capture;
   ``graph.pool()`` is a handle for ``capture(..., pool=)``. Random ops draw from the
   device's default generator as eager does: each replay advances it, and a new
-  ``manual_seed`` applies to the next replay.
+  ``manual_seed`` applies to the next replay; eager draws between replays move it as they
+  would between eager calls (the philox offset of CUDA graphs); a registered generator
+  advances the same way.
+- Proof of replay (checked on every replay the harness asks for): ``graph.replay()`` never
+  calls ``fn`` (the harness wraps it in a call counter; a call during a replay is "replay k
+  re-ran the Python function: no captured graph"), and a capture made with torch.compile
+  must not skip its CUDA graphs (``torch._dynamo.utils.counters["inductor"]
+  ["cudagraph_skips"]`` may not grow from before the capture to after the replays). A
+  graph with an integer ``replays`` attribute counts its replays since its capture: it must
+  equal the replays the harness asked for. The report notes the graph's type and the
+  replays counted.
+  CUDAGraph / XPUGraph / torch.accelerator.Graph replays launch the recorded kernels and
+  never call Python; a reduce-overhead function runs Dynamo's compiled code on a cache hit
+  (the counter, seen as "compiling" while Dynamo traces it, is not part of that code), so it
+  satisfies this after its warm-up, and fails it where CUDA graphs are skipped (the CPU, a
+  CPU tensor in the step, a mutated input).
+- optional ``graph.reset()`` (feature ``reset``): frees the captured work and its memory.
 - optional ``graphed(module, sample_args) -> module`` (feature ``graphed_callables``):
   a drop-in replacement whose forward and backward run as graphs
   (``make_graphed_callables``).
@@ -24,7 +47,9 @@ Contract (``--impl graphs=module:attr``): an object (a module-level instance) wi
 Declared features: ``static_outputs`` (outputs are the captured tensors), ``memory``,
 ``pools``, ``rng``, ``streams`` (work forked to a side stream inside the capture),
 ``training`` (forward, backward and a ``capturable`` optimizer step in one graph),
-``graphed_callables``, ``illegal_capture`` (a host sync inside capture raises).
+``graphed_callables``, ``illegal_capture`` (a host sync inside capture raises: ``.item()``,
+``nonzero``, ``.tolist()``, ``.cpu()``), ``generators``, ``reset``, ``capture_error_mode``
+(conformance/areas/graphs/test_pitfalls.py).
 """
 
 from __future__ import annotations
@@ -35,7 +60,8 @@ from typing import Any
 import torch
 
 ALL = ("static_outputs", "memory", "pools", "rng", "streams", "training",
-       "graphed_callables", "illegal_capture")
+       "graphed_callables", "illegal_capture", "generators", "reset", "capture_error_mode")
+MODES = ("global", "thread_local", "relaxed")
 WARMUP = 3  # eager calls on a side stream before capture (torch's docs do 3)
 
 
@@ -79,11 +105,28 @@ class TorchGraph:
     def pool(self) -> Any:
         return self.graph.pool()
 
+    def reset(self) -> None:
+        self.graph.reset()
+        self.outputs = ()
+
+
+_SIDE: dict[tuple[str, int | None], Any] = {}
+
+
+def _side_stream(device: torch.device) -> Any:
+    """One warm-up stream per device (torch's docs warm up on a side stream): a new stream
+    per capture would give each capture its own BLAS workspace, memory that repeated
+    captures would keep."""
+    key = (device.type, device.index)
+    if key not in _SIDE:
+        _SIDE[key] = torch.get_device_module(device).Stream()
+    return _SIDE[key]
+
 
 def _warmup(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], device: torch.device
             ) -> None:
     module = torch.get_device_module(device)
-    side = module.Stream()
+    side = _side_stream(device)
     side.wait_stream(module.current_stream())
     with module.stream(side):
         for _ in range(WARMUP):
@@ -111,13 +154,21 @@ class DeviceGraphs(Runtime):
             return f"torch {torch.__version__} has no torch.{self.module_name}.{self.graph_class}"
         return None
 
-    def capture(self, fn: Callable[..., Any], *inputs: torch.Tensor, pool: Any = None) -> Any:
+    def capture(self, fn: Callable[..., Any], *inputs: torch.Tensor, pool: Any = None,
+                generators: tuple[torch.Generator, ...] = (), capture_error_mode: str | None = None,
+                graph: TorchGraph | None = None) -> Any:
         module = self._module()
         _warmup(fn, inputs, _device_of(inputs))
-        graph = getattr(module, self.graph_class)()
-        with module.graph(graph, pool=pool):
+        g = graph.graph if graph is not None else getattr(module, self.graph_class)()
+        for generator in generators:
+            g.register_generator_state(generator)
+        mode = {} if capture_error_mode is None else {"capture_error_mode": capture_error_mode}
+        with module.graph(g, pool=pool, **mode):
             out = outputs_tuple(fn(*inputs))
-        return TorchGraph(graph, out)
+        if graph is not None:
+            graph.outputs = out
+            return graph
+        return TorchGraph(g, out)
 
     def graphed(self, module: torch.nn.Module, sample_args: tuple[torch.Tensor, ...]) -> Any:
         return self._module().make_graphed_callables(module, sample_args)
@@ -135,6 +186,8 @@ class XpuGraphs(DeviceGraphs):
 
     conformance_name = "xpu_graph"
     conformance_devices = ("xpu",)
+    # torch.xpu.graph takes no capture_error_mode, XPUGraph has no register_generator_state
+    conformance_features = tuple(f for f in ALL if f not in ("generators", "capture_error_mode"))
     module_name = "xpu"
     graph_class = "XPUGraph"
 
@@ -144,23 +197,34 @@ class AcceleratorGraphs(Runtime):
 
     conformance_name = "accelerator_graph"
     conformance_devices = ("cuda", "rocm", "xpu")
-    conformance_features = tuple(f for f in ALL if f != "graphed_callables")
+    # no make_graphed_callables; torch.accelerator.Graph has no register_generator_state
+    conformance_features = tuple(f for f in ALL if f not in ("graphed_callables", "generators"))
 
     def unavailable(self, device: torch.device) -> str | None:
         if not hasattr(torch.accelerator, "Graph"):
             return f"torch {torch.__version__} has no torch.accelerator.Graph"
         return None
 
-    def capture(self, fn: Callable[..., Any], *inputs: torch.Tensor, pool: Any = None) -> Any:
+    def capture(self, fn: Callable[..., Any], *inputs: torch.Tensor, pool: Any = None,
+                capture_error_mode: str | None = None, graph: TorchGraph | None = None) -> Any:
         device = _device_of(inputs)
         _warmup(fn, inputs, device)
-        graph = torch.accelerator.Graph(pool=pool)
+        mode = {} if capture_error_mode is None else {"capture_error_mode": capture_error_mode}
+        if graph is not None:
+            g = graph.graph
+            g.graph_pool = pool
+            g.capture_error_mode = mode.get("capture_error_mode", "default")
+        else:
+            g = torch.accelerator.Graph(pool=pool, **mode)
         stream = torch.Stream(device)
         stream.wait_stream(torch.accelerator.current_stream(device))
-        with stream, graph:
+        with stream, g:
             out = outputs_tuple(fn(*inputs))
         torch.accelerator.current_stream(device).wait_stream(stream)
-        return TorchGraph(graph, out)
+        if graph is not None:
+            graph.outputs = out
+            return graph
+        return TorchGraph(g, out)
 
 
 class CompiledGraph:

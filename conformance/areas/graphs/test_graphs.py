@@ -110,7 +110,7 @@ def test_memory_flat(impl, dtype, device, record, seed):
     cases.ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
     spec = WORKLOADS["mlp"]
     g, e = spec.build(device, dtype, seed), spec.build(device, dtype, seed)
-    graph, _ = cases.capture(impl.fn, g, e)
+    graph, _ = cases.capture(impl.fn, g, e, record=record)
     graph.replay()
     cases.sync(impl.fn, device)
     start = impl.fn.memory_allocated(device)
@@ -130,8 +130,8 @@ def test_shared_pool(impl, dtype, device, record, seed):
     cases.ready(impl, device, dtype, WORKLOADS["mlp"].dtypes)
     first = [WORKLOADS["mlp"].build(device, dtype, seed) for _ in range(2)]
     second = [cases.sine(device, dtype, seed) for _ in range(2)]
-    g1, out1 = cases.capture(impl.fn, *first)
-    g2, out2 = cases.capture(impl.fn, *second, pool=g1.pool())
+    g1, out1 = cases.capture(impl.fn, *first, record=record)
+    g2, out2 = cases.capture(impl.fn, *second, pool=g1.pool(), record=record)
     for k in range(1, STEPS + 1):
         for w in (*first, *second):
             w.load_inputs(w.step_inputs(k))

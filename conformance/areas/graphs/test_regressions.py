@@ -110,8 +110,8 @@ def test_two_graphs_interleaved_rng(impl, device, record, seed):
                      [torch.zeros(128, device=device)]) for _ in range(2)]
     for w in (*dropout, *rand):
         w.load_inputs(w.step_inputs(0))
-    g1, out1 = cases.capture(impl.fn, *dropout)
-    g2, out2 = cases.capture(impl.fn, *rand)
+    g1, out1 = cases.capture(impl.fn, *dropout, record=record)
+    g2, out2 = cases.capture(impl.fn, *rand, record=record)
     for w in (*dropout, *rand):
         w.load_inputs(w.step_inputs(0))
     torch.manual_seed(seed)

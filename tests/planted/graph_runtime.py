@@ -1,49 +1,141 @@
-"""A CPU reference graph runtime (the contract of impls/graphs.py, replaying the captured
-callable against the static buffers) and the issue's planted faults, each a runtime the
-graphs area must flag through ``--impl graphs=planted.graph_runtime:NAME``."""
+"""A CPU reference graph runtime (the contract of impls/graphs.py, a real graph: an aten
+tape replayed without the Python function) and the planted faults, each a runtime the
+graphs area must flag through ``--impl graphs=planted.graph_runtime:NAME``.
+
+The tape: capture runs ``fn`` once under a TorchDispatchMode that records every aten call
+below autograd (forward, backward, the optimizer's kernels). Tensors that existed before
+the capture (inputs, parameters, optimizer state, anything closed over) are kept by
+reference; tensors made during the capture are kept by position (the tape holds them, as a
+CUDA graph holds its addresses: the ``.grad`` that autograd set, a view, an output). Replay
+runs the recorded calls on those tensors and writes each result into the tensor the
+capture made (in-place and out= calls write it themselves; view calls are not re-run, the
+captured view still aliases its base), so ``graph.outputs`` hold the replay's values and
+``fn`` is never called. Random calls draw from their generator (the default one, or the
+one passed) at replay time, as CUDA graphs read their philox seed and offset at replay: a
+replay after ``manual_seed(s)`` equals eager after ``manual_seed(s)``.
+
+Why a dispatch tape, not make_fx: make_fx gives a functional graph that returns new
+tensors; the tensors the capture made (a ``.grad`` set by autograd, the outputs) would not
+be the ones replay writes, and the optimizer's in-place updates of state would become
+copies. The tape keeps every tensor's identity, which is what a device graph's fixed
+addresses give.
+
+Host synchronisation inside the capture raises: ``.item()`` (``_local_scalar_dense``),
+calls whose output shape depends on the data (``nonzero``, ``masked_select``: the tag
+``dynamic_output_shape``), and reading values into Python (``.tolist()``, ``.numpy()``).
+No exception is made: the training workload uses ``Adam(fused=True)`` on the CPU, whose
+kernel reads the step count from its tensor (``capturable=True`` is refused on the CPU,
+and the single-tensor Adam bakes ``step.item()`` into its bias correction). The dispatch
+mode is thread-local, so only the capturing thread's work is recorded
+(``capture_error_mode`` "thread_local" and "relaxed" semantics; "global" as well: the CPU
+has no unsafe calls for other threads to make).
+
+``graphed()`` (make_graphed_callables) is not a graph here: the module runs eagerly behind
+static input buffers, which is what test_graphed_training checks of the buffers.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from typing import Any
-from unittest import mock
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from impls.graphs import ReduceOverhead
 
 FEATURES = ("static_outputs", "pools", "rng", "training", "graphed_callables",
-            "illegal_capture", "memory")
+            "illegal_capture", "memory", "generators", "reset", "capture_error_mode")
+MODES = ("global", "thread_local", "relaxed")
+_SYNCING = (torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__array__)
 
 
-def _in_optimizer() -> bool:
-    frame = sys._getframe(2)
-    while frame is not None:
-        if f"torch{os.sep}optim{os.sep}" in frame.f_code.co_filename:
-            return True
-        frame = frame.f_back
-    return False
+def _host_sync(func: Any, dynamic: bool = True) -> str | None:
+    if func is torch.ops.aten._local_scalar_dense.default:
+        return ".item()"
+    if dynamic and torch.Tag.dynamic_output_shape in func.tags:
+        return f"{func.name()} (an output shape that depends on the data)"
+    return None
 
 
-class _NoHostSync(TorchDispatchMode):
-    """Raises on what would synchronise with the host inside a real capture. One exception:
-    a CPU optimizer reads its step count with ``.item()`` (torch refuses ``capturable=True``
-    on the CPU; on GPUs that flag moves the count to the device), so reads from torch.optim
-    pass."""
+class _NoValueReads(TorchFunctionMode):
+    """Refuses reading a tensor's values into Python inside a capture."""
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten._local_scalar_dense.default and not _in_optimizer():
-            raise RuntimeError("host synchronisation (.item()) is not allowed inside a graph "
-                               "capture")
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _SYNCING:
+            raise RuntimeError(f"host synchronisation ({func.__name__}) is not allowed inside "
+                               "a graph capture")
         return func(*args, **(kwargs or {}))
 
 
+class Tape(TorchDispatchMode):
+    """Records the aten calls of a capture (see the module docstring)."""
+
+    def __init__(self, check: bool = True, dynamic: bool = True) -> None:
+        super().__init__()
+        self.check, self.dynamic = check, dynamic
+        self.entries: list[tuple[Any, list[tuple[str, Any]], Any, list[tuple[int, int]],
+                                 bool]] = []
+        self.made: list[torch.Tensor] = []  # tensors made during the capture, by position
+        self._where: dict[int, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        why = _host_sync(func, self.dynamic) if self.check else None
+        if why:
+            raise RuntimeError(f"host synchronisation ({why}) is not allowed inside a graph "
+                               "capture")
+        out = func(*args, **kwargs)
+        if func.namespace == "profiler":
+            return out
+        flat, spec = tree_flatten((args, kwargs))
+        slots = [("made", self._where[id(a)]) if isinstance(a, torch.Tensor)
+                 and id(a) in self._where else ("ref", a) if isinstance(a, torch.Tensor)
+                 else ("value", a) for a in flat]
+        results = []
+        for i, t in enumerate(tree_flatten(out)[0]):
+            if isinstance(t, torch.Tensor):
+                if id(t) not in self._where:
+                    self._where[id(t)] = len(self.made)
+                    self.made.append(t)
+                results.append((i, self._where[id(t)]))
+        self.entries.append((func, slots, spec, results, bool(func.is_view)))
+        return out
+
+    def replay(self, ref: Any = lambda t: t, skip: Any = lambda func: False) -> None:
+        """Runs the calls on the tensors (``ref`` maps a tensor from before the capture;
+        ``skip`` drops calls: the hooks of the planted faults)."""
+        with torch.no_grad():
+            for func, slots, spec, results, view in self.entries:
+                if view or skip(func):
+                    continue
+                values = [self.made[x] if kind == "made" else ref(x) if kind == "ref" else x
+                          for kind, x in slots]
+                args, kwargs = tree_unflatten(values, spec)
+                flat = tree_flatten(func(*args, **kwargs))[0]
+                for x in flat:  # a collective's Work: the CPU's stand-in for stream order
+                    if not isinstance(x, torch.Tensor) and hasattr(x, "wait"):
+                        x.wait()
+                for i, pos in results:
+                    dst, new = self.made[pos], flat[i]
+                    if new is not dst:
+                        dst.copy_(new)
+
+    def draws(self) -> bool:
+        return any(torch.Tag.nondeterministic_seeded in f.tags for f, *_ in self.entries)
+
+
 class Graph:
-    def __init__(self, runtime: Reference, fn: Any, inputs: tuple[torch.Tensor, ...],
-                 outputs: tuple[torch.Tensor, ...], pool: Any) -> None:
-        self.runtime, self.fn, self.inputs, self.outputs = runtime, fn, inputs, outputs
-        self.held: list[torch.Tensor] = []  # what the runtime keeps besides the outputs
+    def __init__(self, runtime: Reference, tape: Tape, inputs: tuple[torch.Tensor, ...],
+                 outputs: tuple[torch.Tensor, ...], pool: Any,
+                 generators: tuple[torch.Generator, ...] = ()) -> None:
+        self.runtime, self.tape, self.inputs = runtime, tape, inputs
+        self.outputs = self.captured = outputs
+        self.generators = generators
+        self.replays = 0
+        self.held: list[torch.Tensor] = []  # what the runtime keeps besides the tape
         runtime.graphs.append(self)
         self._pool = pool if pool is not None else []
         self._pool.append(self)
@@ -51,16 +143,36 @@ class Graph:
     def pool(self) -> Any:
         return self._pool
 
-    def run(self) -> tuple[torch.Tensor, ...]:
-        out = self.fn(*self.inputs)
-        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    def ref(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def skip(self, func: Any) -> bool:
+        return False
+
+    def run(self) -> None:
+        self.tape.replay(self.ref, self.skip)
 
     def replay(self) -> None:
-        out = self.run()
-        with torch.no_grad():
-            for dst, src in zip(self.outputs, out, strict=True):
-                if dst is not src:
-                    dst.copy_(src)
+        self.replays += 1
+        self.run()
+
+    def reset(self) -> None:
+        self.tape, self.replays = Tape(), 0
+        self.outputs = self.captured = ()
+        self.held.clear()
+        if self in self.runtime.graphs:
+            self.runtime.graphs.remove(self)
+
+    def recapture(self, tape: Tape, inputs: tuple[torch.Tensor, ...],
+                  outputs: tuple[torch.Tensor, ...], generators: tuple[torch.Generator, ...]
+                  ) -> None:
+        self.tape, self.inputs, self.outputs, self.captured = tape, inputs, outputs, outputs
+        self.generators = generators
+        if self not in self.runtime.graphs:
+            self.runtime.graphs.append(self)
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [*self.tape.made, *self.outputs, *self.held]
 
 
 class _Graphed(torch.nn.Module):
@@ -84,34 +196,69 @@ class Reference:
     same_kernels = True
     graph_class = Graph
     host_sync_check = True
+    value_reads_check = True
+    dynamic_shape_check = True
     graphed_class: type = _Graphed
 
     def __init__(self) -> None:
         self.graphs: list[Graph] = []
 
     def memory_allocated(self, device: torch.device) -> int:
-        """Bytes of the tensors the runtime's graphs hold (their outputs and anything they
-        keep): the CPU stand-in for a device allocator's count."""
-        tensors = {id(t): t for g in self.graphs for t in (*g.outputs, *g.held)}
+        """Bytes of the tensors the runtime's live graphs hold (what their tapes made, their
+        outputs, anything they keep): the CPU stand-in for a device allocator's count."""
+        tensors = {id(t): t for g in self.graphs for t in g.tensors()}
         return sum(t.untyped_storage().nbytes() for t in tensors.values())
 
-    def __call__(self, fn: Any, *inputs: torch.Tensor, pool: Any = None) -> Any:
-        return self.capture(fn, *inputs, pool=pool)
+    def __call__(self, fn: Any, *inputs: torch.Tensor, pool: Any = None, **options: Any) -> Any:
+        return self.capture(fn, *inputs, pool=pool, **options)
 
-    def capture(self, fn: Any, *inputs: torch.Tensor, pool: Any = None) -> Any:
-        with _NoHostSync() if self.host_sync_check else contextlib.nullcontext():
+    def check_mode(self, mode: str | None) -> None:
+        if mode is not None and mode not in MODES:
+            raise RuntimeError(f"Unknown capture error mode. Expected `global`, `thread_local`, "
+                               f"or `relaxed`, got {mode}")
+
+    def record(self, fn: Any, inputs: tuple[torch.Tensor, ...]
+               ) -> tuple[Tape, tuple[torch.Tensor, ...]]:
+        tape = Tape(self.host_sync_check, self.dynamic_shape_check)
+        reads = _NoValueReads() if self.value_reads_check else contextlib.nullcontext()
+        with reads, tape:
             out = fn(*inputs)
-        out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        return self.graph_class(self, fn, inputs, out, pool)
+        return tape, tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    def capture(self, fn: Any, *inputs: torch.Tensor, pool: Any = None,
+                generators: tuple[torch.Generator, ...] = (),
+                capture_error_mode: str | None = None, graph: Graph | None = None) -> Any:
+        self.check_mode(capture_error_mode)
+        tape, out = self.record(fn, inputs)
+        if graph is not None:  # recapture into a graph that was reset
+            graph.recapture(tape, inputs, out, tuple(generators))
+            return graph
+        return self.graph_class(self, tape, inputs, out, pool, tuple(generators))
 
     def graphed(self, module: torch.nn.Module, sample_args: tuple[torch.Tensor, ...]) -> Any:
         return self.graphed_class(module, sample_args)
 
 
 class _Stale(Graph):
+    """Reads the inputs as they were at capture."""
+
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.inputs = tuple(t.clone() for t in self.inputs)  # the values at capture
+        self.frozen = [t.clone() for t in self.inputs]
+
+    def run(self) -> None:
+        _run_on(self, self.frozen, super().run)
+
+
+def _run_on(graph: Graph, values: list[torch.Tensor], run: Any) -> None:
+    """Runs the tape with ``values`` in the static inputs, then puts theirs back."""
+    now = [t.clone() for t in graph.inputs]
+    with torch.no_grad():
+        for t, v in zip(graph.inputs, values, strict=True):
+            t.copy_(v)
+        run()
+        for t, v in zip(graph.inputs, now, strict=True):
+            t.copy_(v)
 
 
 class _FrozenRng(Graph):
@@ -119,46 +266,52 @@ class _FrozenRng(Graph):
         super().__init__(*args)
         self.rng = torch.get_rng_state()
 
-    def replay(self) -> None:
+    def run(self) -> None:
         torch.set_rng_state(self.rng)  # every replay draws what the capture drew
-        super().replay()
+        super().run()
 
 
 class _FreshOutputs(Graph):
-    def replay(self) -> None:
-        self.outputs = self.run()
+    def run(self) -> None:
+        super().run()
+        self.outputs = tuple(t.clone() for t in self.captured)
 
 
 class _Clobber(Graph):
-    def __init__(self, runtime: Reference, fn: Any, inputs: tuple[torch.Tensor, ...],
-                 outputs: tuple[torch.Tensor, ...], pool: Any) -> None:
+    def __init__(self, runtime: Reference, tape: Tape, inputs: tuple[torch.Tensor, ...],
+                 outputs: tuple[torch.Tensor, ...], pool: Any, *rest: Any) -> None:
+        captured = outputs
         if pool is not None:  # the pool hands out the first graph's live output memory
             live = [o for g in pool for o in g.outputs]
             outputs = tuple(next((o for o in live if o.shape == t.shape and o.dtype == t.dtype),
                                  t) for t in outputs)
-        super().__init__(runtime, fn, inputs, outputs, pool)
+        super().__init__(runtime, tape, inputs, outputs, pool, *rest)
+        self.captured = captured
+
+    def run(self) -> None:
+        super().run()
+        for dst, src in zip(self.outputs, self.captured, strict=True):
+            if dst is not src:
+                dst.copy_(src)
 
 
 class _NoOptimizerStep(Graph):
-    def replay(self) -> None:
-        with mock.patch.object(torch.optim.Adam, "step", lambda self, closure=None: None):
-            super().replay()
+    def skip(self, func: Any) -> bool:
+        return func is torch.ops.aten._fused_adam_.default
 
 
 class _LowPrecision(Graph):
     """A compiler-like replay that runs the step on bfloat16-rounded inputs."""
 
-    def run(self) -> tuple[torch.Tensor, ...]:
-        rounded = [t.to(torch.bfloat16).to(t.dtype) for t in self.inputs]
-        out = self.fn(*rounded)
-        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    def run(self) -> None:
+        _run_on(self, [t.to(torch.bfloat16).to(t.dtype) for t in self.inputs], super().run)
 
 
 class _Leaky(Graph):
     """Keeps a copy of every replay's outputs (an allocation per replay)."""
 
-    def replay(self) -> None:
-        super().replay()
+    def run(self) -> None:
+        super().run()
         self.held.extend(t.clone() for t in self.outputs)
 
 
@@ -169,15 +322,129 @@ class _StaleGraphed(_Graphed):
         return self.module(*self.static)
 
 
+class _ByCalling(Graph):
+    """The old reference: replay calls the captured function again (replay == eager by
+    construction; no graph)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.fn = self.runtime.last_fn
+
+    def run(self) -> None:
+        out = self.fn(*self.inputs)
+        out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        with torch.no_grad():
+            for dst, src in zip(self.outputs, out, strict=True):
+                if dst is not src:
+                    dst.copy_(src)
+
+
+class _ByCallingRuntime(Reference):
+    def capture(self, fn: Any, *inputs: torch.Tensor, **options: Any) -> Any:
+        self.last_fn = fn
+        return super().capture(fn, *inputs, **options)
+
+
+class _SkipsUnchanged(Graph):
+    """Skips a replay when the static inputs are as they were at the last replay (a memo:
+    wrong for a step that updates state or draws); ``replays`` counts the launches."""
+
+    last: list[torch.Tensor] | None = None
+
+    def replay(self) -> None:
+        now = [t.clone() for t in self.inputs]
+        if self.last is not None and all(torch.equal(a, b) for a, b in zip(now, self.last,
+                                                                            strict=True)):
+            return
+        self.last = now
+        super().replay()
+
+
+class _IgnoresEagerDraws(Graph):
+    """Each replay of a drawing graph starts from where the runtime's last replay left the
+    default generator, unless the generator was just seeded: eager draws between replays
+    are drawn again by the next replay."""
+
+    def run(self) -> None:
+        if self.tape.draws():
+            state = torch.get_rng_state()
+            fresh = torch.Generator().manual_seed(torch.initial_seed()).get_state()
+            left = self.runtime.left
+            if left is not None and not torch.equal(state, left) and not torch.equal(state,
+                                                                                     fresh):
+                torch.set_rng_state(left)
+        super().run()
+        self.runtime.left = torch.get_rng_state()
+
+
+class _FrozenGenerator(Graph):
+    """Draws from the registered generators at their state of capture, every replay."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.frozen = [g.get_state() for g in self.generators]
+
+    def run(self) -> None:
+        for g, s in zip(self.generators, self.frozen, strict=True):
+            g.set_state(s)
+        super().run()
+
+
+# the samplers torch's graph RNG test covers that the area's RANDOM workload does not
+_UNCOMMON = {torch.ops.aten.cauchy_.default, torch.ops.aten.geometric_.default,
+             torch.ops.aten.log_normal_.default,
+             *(getattr(torch.ops.aten.random_, o) for o in torch.ops.aten.random_.overloads())}
+
+
+class _FrozenUncommon(Graph):
+    """Replays the samplers it does not know as constants (their capture's numbers)."""
+
+    def skip(self, func: Any) -> bool:
+        return func in _UNCOMMON
+
+
+class _ResetKeepsTape(Graph):
+    """A recapture into a reset graph keeps replaying the first capture's tape."""
+
+    def reset(self) -> None:
+        self.old = self.tape
+        super().reset()
+
+    def recapture(self, tape: Tape, *rest: Any) -> None:
+        super().recapture(getattr(self, "old", tape), *rest)
+
+
+class _ResetLeaks(Graph):
+    """``reset()`` drops the tape but the runtime keeps what it made."""
+
+    def reset(self) -> None:
+        self.held.extend(self.tape.made)
+        self.tape = Tape()
+        self.outputs = self.captured = ()
+
+
+class _AnyMode(Reference):
+    def check_mode(self, mode: str | None) -> None:
+        return None
+
+
 def _faulty(name: str, graph: type[Graph] = Graph, same_kernels: bool = True,
-            **attrs: Any) -> Reference:
-    runtime = Reference()
+            runtime_class: type[Reference] = Reference, **attrs: Any) -> Reference:
+    runtime = runtime_class()
     runtime.conformance_name = name
     runtime.graph_class = graph
     runtime.same_kernels = same_kernels
     for key, value in attrs.items():
         setattr(runtime, key, value)
     return runtime
+
+
+class _ReduceOverheadOnCpu(ReduceOverhead):
+    """The shipped reduce-overhead runtime re-declared for the CPU, where no CUDA graph
+    exists: torch.compile skips its cudagraphs and runs Inductor's code."""
+
+    conformance_name = "reduce_overhead_on_cpu"
+    conformance_devices = ("cpu",)
 
 
 reference = Reference()
@@ -191,6 +458,19 @@ low_precision = _faulty("low_precision", _LowPrecision, same_kernels=False)
 leaks_per_replay = _faulty("leaks_per_replay", _Leaky)
 no_host_sync_check = _faulty("no_host_sync_check", host_sync_check=False)
 stale_graphed = _faulty("stale_graphed", graphed_class=_StaleGraphed)
+# the proof of replay
+replays_by_calling = _faulty("replays_by_calling", _ByCalling, runtime_class=_ByCallingRuntime)
+reduce_overhead_on_cpu = _ReduceOverheadOnCpu()
+skips_unchanged_replays = _faulty("skips_unchanged_replays", _SkipsUnchanged)
+# the pitfalls (conformance/areas/graphs/test_pitfalls.py)
+rng_ignores_eager_draws = _faulty("rng_ignores_eager_draws", _IgnoresEagerDraws, left=None)
+frozen_generator = _faulty("frozen_generator", _FrozenGenerator)
+frozen_uncommon_samplers = _faulty("frozen_uncommon_samplers", _FrozenUncommon)
+reset_keeps_tape = _faulty("reset_keeps_tape", _ResetKeepsTape)
+reset_leaks = _faulty("reset_leaks", _ResetLeaks)
+item_only_sync_check = _faulty("item_only_sync_check", value_reads_check=False,
+                               dynamic_shape_check=False)
+accepts_any_error_mode = _faulty("accepts_any_error_mode", runtime_class=_AnyMode)
 
 # each fault on the tests that tests/test_graph_faults.py says must flag it (float32); the
 # reference runtime, the twin, on every case it declares there, the regressions included
@@ -207,6 +487,17 @@ _FLAGGED_BY = {
     "leaks_per_replay": ("test_memory_flat[leaks_per_replay-float32]",),
     "no_host_sync_check": ("test_illegal_capture[no_host_sync_check-float32]",),
     "stale_graphed": ("test_graphed_training[stale_graphed-float32]",),
+    "replays_by_calling": ("test_replay_equals_eager[replays_by_calling-float32-mlp]",),
+    "reduce_overhead_on_cpu": ("test_replay_equals_eager[reduce_overhead_on_cpu-float32-mlp]",),
+    "skips_unchanged_replays": ("test_memory_flat[skips_unchanged_replays-float32]",),
+    "rng_ignores_eager_draws": ("test_graphed_eager_graphed_rng[rng_ignores_eager_draws]",),
+    "frozen_generator": ("test_registered_generator[frozen_generator]",),
+    "frozen_uncommon_samplers": ("test_distribution[frozen_uncommon_samplers-cauchy_]",
+                                 "test_distribution[frozen_uncommon_samplers-geometric_]"),
+    "reset_keeps_tape": ("test_reset_recapture[reset_keeps_tape]",),
+    "reset_leaks": ("test_memory_over_captures[reset_leaks]",),
+    "item_only_sync_check": ("test_sync_in_capture[item_only_sync_check-nonzero]",),
+    "accepts_any_error_mode": ("test_unknown_capture_error_mode[accepts_any_error_mode]",),
 }
 SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     *({"area": "graphs", "impl": name, "path": "graphs", "expect": "killed",

@@ -152,9 +152,11 @@ def _train_step(device: torch.device, dtype: torch.dtype, seed: int) -> Workload
     with torch.no_grad():
         for p, v in zip(params, _weights(rng, (32, 32), (32,), (8, 32), (8,)), strict=True):
             p.copy_(from_numpy(v, dtype, device))
-    # capturable=True where torch allows it (not on the CPU, where the reference runtime
-    # replays eagerly and needs no device-side step count)
-    opt = torch.optim.Adam(params, lr=LR, capturable=device.type in CAPTURABLE)
+    # the step count read on the device, never by .item() (which a graph would bake in):
+    # capturable=True where torch allows it; on the CPU (which refuses capturable) the fused
+    # kernel, which reads the count from its tensor (the CPU reference runtime's tape)
+    opt = torch.optim.Adam(params, lr=LR, capturable=device.type in CAPTURABLE,
+                           fused=True if device.type == "cpu" else None)
     for p in params:
         opt.state[p] = {"step": torch.zeros((), dtype=torch.float32, device=device),
                         "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
@@ -227,7 +229,7 @@ def _side_oracle(c: dict[str, np.ndarray], state: list[np.ndarray], inputs: list
 WORKLOADS: dict[str, Spec] = {
     "mlp": Spec(_mlp, _mlp_oracle, doc="an MLP forward (two linears and a relu)"),
     "train_step": Spec(_train_step, None, ("training",), ("float32",),
-                       "forward, backward and Adam(capturable=True) in one step"),
+                       "forward, backward and Adam(capturable=True; fused on the CPU) in one step"),
     "attention": Spec(_attention, _attention_oracle,
                       doc="a causal SDPA block (qkv projection, SDPA, out projection)"),
     "state_update": Spec(_state_update, _state_oracle,

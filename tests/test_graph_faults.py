@@ -28,15 +28,45 @@ FAULTS = {
     "no_host_sync_check": (("test_illegal_capture[no_host_sync_check-float32]",),
                            "capture with .item() inside raises"),
     "stale_graphed": (("test_graphed_training[stale_graphed-float32]",), "step 1: loss"),
+    # the proof of replay: replay == eager by construction, or no graph at all
+    "replays_by_calling": (("test_replay_equals_eager[replays_by_calling-float32-mlp]",),
+                           "replay 1 re-ran the Python function: no captured graph"),
+    "reduce_overhead_on_cpu": (("test_replay_equals_eager[reduce_overhead_on_cpu-float32-mlp]",),
+                               "no cudagraph skips"),
+    "skips_unchanged_replays": (("test_memory_flat[skips_unchanged_replays-float32]",),
+                                "the graph's replay counter equals the replays asked for"),
+    # the upstream pitfalls (test_pitfalls.py)
+    "rng_ignores_eager_draws": (("test_graphed_eager_graphed_rng[rng_ignores_eager_draws]",),
+                                "graphed -> eager -> graphed == eager x 6"),
+    "frozen_generator": (("test_registered_generator[frozen_generator]",),
+                         "of a generator seeded the same"),
+    "frozen_uncommon_samplers": (("test_distribution[frozen_uncommon_samplers-cauchy_]",
+                                  "test_distribution[frozen_uncommon_samplers-geometric_]"),
+                                 "after the same manual_seed"),
+    "reset_keeps_tape": (("test_reset_recapture[reset_keeps_tape]",),
+                         "after reset and recapture == the new function"),
+    "reset_leaks": (("test_memory_over_captures[reset_leaks]",),
+                    "memory allocated flat over 4 capture/reset cycles"),
+    "item_only_sync_check": (("test_sync_in_capture[item_only_sync_check-nonzero]",),
+                             "inside raises"),
+    "accepts_any_error_mode": (("test_unknown_capture_error_mode[accepts_any_error_mode]",),
+                               "capture_error_mode='sloppy' is refused"),
 }
+
+
+def _keyword(names: str) -> str:
+    """pytest -k matches words: a test id's brackets and dashes as pytest reads them."""
+    return " or ".join(f"({n.split('[')[0]} and {' and '.join(n.split('[')[1][:-1].split('-'))})"
+                       for n in names.split(" or "))
 
 
 def test_planted_graph_faults_are_flagged(suite):
     impls = [f"--impl=graphs=planted.graph_runtime:{x}" for x in (*FAULTS, "reference")]
+    named = " or ".join(t for ts, _ in FAULTS.values() for t in ts)
     run = suite(str(SUITE / "graphs" / "test_graphs.py"), str(SUITE / "graphs" /
-                "test_regressions.py"), "-n", "0", "-q", "-p", "no:randomly", "--no-builtins",
-                "-k", "(float32 and not illegal) or (reference and not bfloat16) or "
-                "(no_host_sync_check and illegal and float32)", *impls)
+                "test_regressions.py"), str(SUITE / "graphs" / "test_pitfalls.py"), "-n", "0",
+                "-q", "-p", "no:randomly", "--no-builtins", "-k",
+                f"(reference and not bfloat16) or {_keyword(named)}", *impls)
     assert run.returncode == 1, run.output[-3000:]
     results = run.by_impl()
     for fault, (tests, check) in FAULTS.items():
@@ -45,12 +75,12 @@ def test_planted_graph_faults_are_flagged(suite):
             row = rows.get(name)
             assert row is not None and row["outcome"] == "failed", (fault, name, row)
             assert check in (row.get("reason") or ""), (fault, name, row.get("reason"))
-    # the correct twin: 10 float32 cases (the illegal capture included) and the 5 regression
+    # the correct twin: 10 float32 cases (the illegal capture included), the 5 regression
     # cases (the all_reduce one over two gloo ranks), so that on a device those fail only
-    # for the device's bug
+    # for the device's bug, and the 21 pitfall cases (.cpu() unsupported on the CPU)
     twins = results.get("reference", [])
     ran = [r for r in twins if r["outcome"] not in ("skipped", "unsupported")]
-    assert len(ran) == 15 and all(r["outcome"] == "passed" for r in ran), \
+    assert len(ran) == 36 and all(r["outcome"] == "passed" for r in ran), \
         [(r["nodeid"], r["outcome"]) for r in twins]
     assert "reproduce: PYTHONPATH=" in run.stdout
 

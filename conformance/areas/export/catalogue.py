@@ -28,24 +28,37 @@ FEATURES, HIDDEN, VOCAB, SIDE = 4, 6, 20, 8
 
 
 class _X(nn.Module):
+    """An RNN or GRU on ``x`` alone: (output, h_n).
+
+    The wrappers are split per kind with fixed return types so that ``torch.jit.script``
+    compiles them (TorchScript takes neither ``tuple[Tensor, ...]`` nor a starred return)."""
+
     def __init__(self, core: nn.Module) -> None:
         super().__init__()
         self.rnn = core
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        out, state = self.rnn(x)
-        return (out, *state) if isinstance(state, tuple) else (out, state)
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, h = self.rnn(x)
+        return out, h
+
+
+class _XC(_X):
+    """An LSTM on ``x`` alone: (output, h_n, c_n)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out, (h, c) = self.rnn(x)
+        return out, h, c
 
 
 class _XH(_X):
-    def forward(self, x: torch.Tensor, h0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(self, x: torch.Tensor, h0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out, h = self.rnn(x, h0)
         return out, h
 
 
 class _XHC(_X):
     def forward(self, x: torch.Tensor, h0: torch.Tensor,
-                c0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                c0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         out, (h, c) = self.rnn(x, (h0, c0))
         return out, h, c
 
@@ -154,7 +167,8 @@ def build(model: Model, dtype: torch.dtype, seed: int = 0) -> nn.Module:
         torch.manual_seed(seed)
         if model.recurrent:
             core = getattr(nn, model.kind)(**model.options)
-            wrap = _XHC if model.states and model.kind == "LSTM" else _XH if model.states else _X
+            lstm = model.kind == "LSTM"
+            wrap = (_XHC if lstm else _XH) if model.states else (_XC if lstm else _X)
             module: nn.Module = wrap(core)
         else:
             module = {"seq_model": SeqModel, "encoder": Encoder, "convnet": ConvNet}[model.kind]()

@@ -41,7 +41,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.areas.export.catalogue import BATCHES, EXAMPLE, SEQS, Model, oracle, same_precision
+from conformance.areas.export.catalogue import (
+    BATCHES,
+    EXAMPLE,
+    MAX_BATCH,
+    MAX_SEQ,
+    SEQS,
+    Model,
+    oracle,
+    same_precision,
+)
 from conformance.harness.compare import Measurement, exact
 from conformance.harness.record import Record
 
@@ -50,11 +59,13 @@ RATIO = 2.0
 
 def sizes(model: Model) -> list[tuple[int, int]]:
     """The example, every batch size at the example's length, every length at the
-    example's batch, and two corners that move both."""
+    example's batch, two corners that move both, and one past each ``Dim``'s max (a
+    program may refuse it, never answer it wrongly: torch.export's ``.module()`` checks the
+    range, an AOTInductor package only under AOTI_RUNTIME_CHECK_INPUTS=1)."""
     b0, s0 = EXAMPLE
-    out = [EXAMPLE, *((b, s0) for b in BATCHES)]
+    out = [EXAMPLE, *((b, s0) for b in BATCHES), (MAX_BATCH + 1, s0)]
     if model.has_seq:
-        out += [*((b0, s) for s in SEQS), (7, 33), (1, 1)]
+        out += [*((b0, s) for s in SEQS), (7, 33), (1, 1), (b0, MAX_SEQ + 1)]
     return out
 
 
@@ -69,7 +80,7 @@ def _must_accept(model: Model, variant: str, size: tuple[int, int],
         reported = [f"{name}.{i} in [{lo}, {hi}]" for name, i in model.dims(which).items()
                     for lo, hi in [(dims or {}).get(name, {}).get(i, ("-", "-"))]
                     if lo != "-" and (lo is None or lo <= value) and (hi is None or value <= hi)]
-        if variant == which:
+        if variant == which and value <= (MAX_BATCH if which == "batch" else MAX_SEQ):
             reasons.append(f"it was exported with a dynamic {which} (Dim {which!r}, 1..max)")
         elif reported:
             reasons.append(f"it reports the {which} dim dynamic ({', '.join(reported)})")

@@ -9,16 +9,49 @@ order: LSTM i, f, g, o; GRU r, z, n).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+# what every matrix product's operands go through first: nothing (float32 arithmetic), or
+# rounding to TF32 (``tf32``: cuBLAS / cuDNN with allow_tf32 on Ampere and later)
+_OPERAND: ContextVar[Callable[[Tensor], Tensor] | None] = ContextVar("operand", default=None)
+
+
+def tf32(t: Tensor) -> Tensor:
+    """``t`` (float32) rounded to TF32: 10 explicit mantissa bits, round to nearest with
+    ties away from zero (PTX ``cvt.rna.tf32.f32``, what CUTLASS's TF32 path uses); the
+    exponent range is float32's."""
+    assert t.dtype == torch.float32
+    bits = t.contiguous().view(torch.int32)
+    rounded = (bits + 0x1000) & ~0x1FFF  # add half of the 13 dropped bits' unit, truncate
+    finite = torch.isfinite(t)
+    return torch.where(finite, rounded.view(torch.float32), t)
+
+
+@contextlib.contextmanager
+def operands(fn: Callable[[Tensor], Tensor] | None) -> Iterator[None]:
+    """Round every matrix product's operands with ``fn`` inside the block."""
+    token = _OPERAND.set(fn)
+    try:
+        yield
+    finally:
+        _OPERAND.reset(token)
+
+
+def _mm(a: Tensor, b: Tensor) -> Tensor:
+    fn = _OPERAND.get()
+    return a @ b if fn is None else fn(a) @ fn(b)
+
 
 def _cell(kind: str, x: Tensor, h: Tensor, c: Tensor | None, p: dict[str, Tensor], sfx: str,
           nonlinearity: str, gru_form: str) -> tuple[Tensor, Tensor | None]:
-    gi = x @ p[f"weight_ih_{sfx}"].T + p.get(f"bias_ih_{sfx}", 0)
-    gh = h @ p[f"weight_hh_{sfx}"].T + p.get(f"bias_hh_{sfx}", 0)
+    gi = _mm(x, p[f"weight_ih_{sfx}"].T) + p.get(f"bias_ih_{sfx}", 0)
+    gh = _mm(h, p[f"weight_hh_{sfx}"].T) + p.get(f"bias_hh_{sfx}", 0)
     if kind == "RNN":
         pre = gi + gh
         return (torch.tanh(pre) if nonlinearity == "tanh" else torch.relu(pre)), None
@@ -35,7 +68,7 @@ def _cell(kind: str, x: Tensor, h: Tensor, c: Tensor | None, p: dict[str, Tensor
     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
     h = torch.sigmoid(o) * torch.tanh(c)
     if f"weight_hr_{sfx}" in p:
-        h = h @ p[f"weight_hr_{sfx}"].T
+        h = _mm(h, p[f"weight_hr_{sfx}"].T)
     return h, c
 
 
@@ -85,21 +118,21 @@ def _layer_norm(x: Tensor, w: Tensor, b: Tensor, eps: float) -> Tensor:
 
 def encoder_layer(x: Tensor, p: dict[str, Tensor], nhead: int, eps: float = 1e-5) -> Tensor:
     n, s, e = x.shape
-    q, k, v = (x @ p["self_attn.in_proj_weight"].T + p["self_attn.in_proj_bias"]).chunk(3, -1)
+    q, k, v = (_mm(x, p["self_attn.in_proj_weight"].T) + p["self_attn.in_proj_bias"]).chunk(3, -1)
     heads = [t.reshape(n, s, nhead, e // nhead).transpose(1, 2) for t in (q, k, v)]
-    scores = heads[0] @ heads[1].transpose(-1, -2) / (e // nhead) ** 0.5
-    att = (torch.softmax(scores, -1) @ heads[2]).transpose(1, 2).reshape(n, s, e)
-    sa = att @ p["self_attn.out_proj.weight"].T + p["self_attn.out_proj.bias"]
+    scores = _mm(heads[0], heads[1].transpose(-1, -2)) / (e // nhead) ** 0.5
+    att = _mm(torch.softmax(scores, -1), heads[2]).transpose(1, 2).reshape(n, s, e)
+    sa = _mm(att, p["self_attn.out_proj.weight"].T) + p["self_attn.out_proj.bias"]
     x = _layer_norm(x + sa, p["norm1.weight"], p["norm1.bias"], eps)
-    ff = torch.relu(x @ p["linear1.weight"].T + p["linear1.bias"])
-    ff = ff @ p["linear2.weight"].T + p["linear2.bias"]
+    ff = torch.relu(_mm(x, p["linear1.weight"].T) + p["linear1.bias"])
+    ff = _mm(ff, p["linear2.weight"].T) + p["linear2.bias"]
     return _layer_norm(x + ff, p["norm2.weight"], p["norm2.bias"], eps)
 
 
 def _conv(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
     n, _, h, wd = x.shape
     cols = nn.functional.unfold(x, w.shape[-1], padding=w.shape[-1] // 2)
-    return (w.reshape(w.shape[0], -1) @ cols + b[:, None]).reshape(n, w.shape[0], h, wd)
+    return (_mm(w.reshape(w.shape[0], -1), cols) + b[:, None]).reshape(n, w.shape[0], h, wd)
 
 
 def convnet(x: Tensor, p: dict[str, Tensor]) -> Tensor:
@@ -107,7 +140,7 @@ def convnet(x: Tensor, p: dict[str, Tensor]) -> Tensor:
     n, c, h, w = y.shape
     y = y[:, :, :h // 2 * 2, :w // 2 * 2].reshape(n, c, h // 2, 2, w // 2, 2).amax((3, 5))
     y = torch.relu(_conv(y, p["conv2.weight"], p["conv2.bias"])).mean((2, 3))
-    return y @ p["head.weight"].T + p["head.bias"]
+    return _mm(y, p["head.weight"].T) + p["head.bias"]
 
 
 FORMS = ("doc", "aten")
@@ -131,7 +164,7 @@ def run(model: Any, module: nn.Module, args: list[Tensor], gru_form: str = "doc"
         sub = {k.removeprefix("lstm."): v for k, v in p.items() if k.startswith("lstm.")}
         out = recurrent("LSTM", emb, sub, batch_first=True, hidden_size=sub["weight_hh_l0"]
                         .shape[1])[0]
-        return (out @ p["head.weight"].T + p["head.bias"],)
+        return (_mm(out, p["head.weight"].T) + p["head.bias"],)
     if model.kind == "encoder":
         sub = {k.removeprefix("layer."): v for k, v in p.items()}
         return (encoder_layer(args[0], sub, nhead=2),)

@@ -223,11 +223,12 @@ def oracle(model: Model, module: nn.Module, inputs: list[np.ndarray]) -> tuple[n
 
 
 def same_precision(model: Model, module: nn.Module, inputs: list[np.ndarray],
-                   dtype: torch.dtype) -> list[tuple[np.ndarray, ...]]:
+                   dtype: torch.dtype, tf32: bool = False) -> list[tuple[np.ndarray, ...]]:
     """The plain same-precision computations (baseline.py) on the CPU, as float64 arrays:
-    one per evaluation form the model admits (two for a GRU)."""
+    one per evaluation form the model admits (two for a GRU); ``tf32``: every matrix
+    product's operands rounded to TF32 first."""
     args = to_tensors(inputs, dtype, "cpu")
     forms = baseline.FORMS if model.kind == "GRU" else baseline.FORMS[:1]
-    with torch.no_grad():
+    with torch.no_grad(), baseline.operands(baseline.tf32 if tf32 else None):
         outs = [baseline.run(model, module, args, form) for form in forms]
     return [tuple(exact_numpy(t) for t in out) for out in outs]

@@ -144,13 +144,15 @@ def _eager_fails(model: Model, runs: list[dict[str, Any]], refs: dict, plain_err
 
 def judge(record: Record, model: Model, variant: str, dtype: str, module: torch.nn.Module,
           result: dict[str, Any], inputs: list[list[np.ndarray]], *,
-          eager_is_baseline: bool) -> None:
+          eager_is_baseline: bool, tf32: bool = False) -> None:
     """Apply the module docstring's rules to a round trip's result."""
     t = getattr(torch, dtype)
     dims = result.get("dynamic_dims")
     record.note(build_seconds=round(result.get("build_s", 0.0), 3), dynamic_dims=dims,
                 artefact_kind=(result.get("artefact") or "").rsplit(".", 1)[-1] or None)
     record.note(trace=result.get("trace"), tf32=result.get("tf32"))
+    if result.get("delegated") is not None:
+        record.note(delegated=result["delegated"])
     if "build_error" in result:
         record.require(exact("round trip builds", 1, 1, result["build_error"]))
     changed = result.get("mutated") or []
@@ -161,9 +163,10 @@ def judge(record: Record, model: Model, variant: str, dtype: str, module: torch.
     for run, arrays in zip(result["runs"], inputs, strict=True):
         size = tuple(run["size"])
         refs[size] = oracle(model, module, arrays)
-        base_err[size] = [max(_max_err(b[k], r) for b in same_precision(model, module, arrays, t))
+        base_err[size] = [max(_max_err(b[k], r)
+                              for b in same_precision(model, module, arrays, t, tf32))
                           for k, r in enumerate(refs[size])]
-    baseline = "plain baseline"
+    baseline = "TF32 plain baseline" if tf32 else "plain baseline"
     if eager_is_baseline and result["runs"]:
         why = _eager_fails(model, result["runs"], refs, base_err, dtype)
         if why:

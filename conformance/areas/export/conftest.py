@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.areas.export.plan import planned
+from conformance.areas.export.plan import planned, planned_tf32
 from conformance.harness.runstate import STATE, left_out_by_profile
 
 LEFT_OUT = pytest.StashKey[int]()
@@ -17,13 +17,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         spec = getattr(item, "callspec", None)
         params = spec.params if spec else {}
-        if getattr(item, "originalname", "") != "test_roundtrip" or "model" not in params:
+        test = getattr(item, "originalname", "")
+        if test not in ("test_roundtrip", "test_roundtrip_tf32") or "model" not in params:
             keep.append(item)
             continue
         impl = params.get("impl")
         dtype = str(params.get("dtype", "")).removeprefix("torch.")
         name = getattr(impl, "name", "")
-        ok = planned(name, params["model"], params["variant"], dtype, profile)
+        if test == "test_roundtrip_tf32":
+            ok = planned_tf32(name, profile)
+        else:
+            ok = planned(name, params["model"], params["variant"], dtype, profile)
         (keep if ok else drop).append(item)
     if drop:
         items[:] = keep

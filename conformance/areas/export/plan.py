@@ -52,3 +52,9 @@ def planned(impl: str, model: str, variant: str, dtype: str, profile: str) -> bo
         return variant == "batch" and model in CI_HEAVY[impl]
     return variant in ("batch", "seq") and (heavy_subset or not MODELS[model].recurrent
                                             or profile != "ci")
+
+
+def planned_tf32(impl: str, profile: str) -> bool:
+    """test_tf32.py (CUDA devices only): eager and ``export`` (the TF32 rule is about the
+    device's kernels, which every path runs); every path in thorough."""
+    return impl in ("eager", "export") or impl not in PLANNED or profile == "thorough"

@@ -17,14 +17,11 @@ import pytest
 import torch
 
 from conformance.areas.export import cases
-from conformance.areas.export.catalogue import EXAMPLE, MODELS, build, make_inputs
-from conformance.areas.export.checks import judge, sizes
+from conformance.areas.export.catalogue import MODELS, build
+from conformance.areas.export.runner import run_case
 from conformance.harness.compare import exact
-from conformance.harness.outcomes import missing as skip_missing
-from conformance.harness.tensors import dtype_name
 
 pytestmark = pytest.mark.area("export")
-TIMEOUT = 300.0  # one round trip: an AOTInductor build of a 2-layer LSTM takes ~20 s here
 
 
 def _variants() -> list:
@@ -41,21 +38,7 @@ def _variants() -> list:
 
 @pytest.mark.parametrize("model,variant", _variants())
 def test_roundtrip(impl, model, variant, dtype, device, record, isolated):
-    spec = MODELS[model]
-    name = dtype_name(dtype)
-    at = sizes(spec)
-    inputs = [make_inputs(spec, b, s, name) for b, s in at]
-    example = make_inputs(spec, *EXAMPLE, name)
-    record.case(model=model, variant=variant, example=list(EXAMPLE))
-    outcome = isolated(cases.roundtrip, impl.spec, model, variant, name, str(device), at,
-                       inputs, example, timeout=TIMEOUT)
-    if outcome.kind != "returned":
-        record.require(exact("the round trip returns (no crash, no hang)", 1, 1,
-                             isolated.explain().replace("\n", " | ")))
-    if "missing" in outcome.value:
-        skip_missing(f"implementation {impl.name}: {outcome.value['missing']}")
-    judge(record, spec, variant, name, build(spec, dtype), outcome.value, inputs,
-          eager_is_baseline=impl.spec != "impls.export:eager")
+    run_case(impl, model, variant, dtype, device, record, isolated)
 
 
 @pytest.mark.parametrize("model", list(MODELS))

@@ -44,3 +44,18 @@ def test_no_builtins_areas_without_implementations_are_one_line(suite):
     assert "sampler.* (8)" in lines[0] and "topk" not in lines[0], lines[0]
     row = run.report["areas"]["topk"]["planted.ignores_sorted"]
     assert row["ran"] >= 1
+
+
+def test_a_run_that_ran_nothing_is_not_passed(suite):
+    """Graph capture on the CPU: every shipped runtime is a GPU's, so every test is
+    unsupported; the run says it tested nothing and is not PASS (unless --allow-empty)."""
+    args = (str(SUITE / "graphs" / "test_graphs.py"), "--device=cpu", "-n", "0")
+    run = suite(*args)
+    assert run.returncode == 1, run.output[-3000:]
+    assert run.report["verdict"] == "FAIL" and run.report["summary"]["passed"] == 0
+    assert any(v.startswith("nothing ran: all ") for v in run.report["vacuous"])
+    assert any(line.startswith("  graphs: 4 implementations ran nothing here")
+               and line.endswith("not tested, not passed") for line in run.stdout.splitlines())
+    assert "no failure, nothing left unrun" not in run.stdout
+    allowed = suite(*args, "--allow-empty")
+    assert allowed.returncode == 0 and not allowed.report["vacuous"], allowed.output[-3000:]

@@ -10,12 +10,13 @@ import shutil
 import tempfile
 import threading
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conformance.harness.outcomes import BAD_OUTCOMES
+from conformance.harness.outcomes import BAD_OUTCOMES, RAN_OUTCOMES
 from conformance.harness.runstate import RunState
 from conformance.report import mustpass
 from conformance.report.collect import CRASH_KEY, Collector, build_report
@@ -143,6 +144,18 @@ class Accounting:
             lines.append(f"implementation {impl.name} ({impl.origin} {impl.area}={impl.spec}) "
                          f"ran no check: {why} (pass --allow-empty to accept a run that "
                          "tests nothing)")
+        entries = self.collector.entries.values()
+        counts = self.collector.counts()
+        if entries and not lines and not counts["not-run"] and \
+                not any(counts[o] for o in RAN_OUTCOMES):
+            why: Counter[str] = Counter()
+            for impls in by_area.values():
+                for row in impls.values():
+                    why.update(row["not_run"])
+            reason, n = why.most_common(1)[0] if why else ("", 0)
+            lines.append(f"nothing ran: all {len(entries)} collected tests were unsupported or "
+                         f"skipped here (e.g. {n} {reason}): the run tested nothing (pass "
+                         "--allow-empty to accept a run that tests nothing)")
         return lines
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file

@@ -65,10 +65,13 @@ def implementation_lines(by_area: dict[str, dict[str, dict[str, Any]]],
                          plugged: set[str]) -> list[str]:
     """Rows for implementations with failures, tests not run, or plugged in by the user;
     one line for the rest."""
-    shown, quiet = [], []
+    shown, quiet, idle = [], [], {}
     for area, impls in sorted(by_area.items()):
         for impl, row in sorted(impls.items()):
             bad = sum(row[o] for o in BAD_OUTCOMES) + row["not-run"]
+            if not bad and not row["ran"] and impl not in plugged:
+                idle.setdefault(area, []).append(row)  # ran nothing: never "no failure"
+                continue
             (shown if bad or impl in plugged else quiet).append((bad, area, impl, row))
     shown.sort(key=lambda t: (-t[0], t[1], t[2]))
     lines = []
@@ -89,6 +92,15 @@ def implementation_lines(by_area: dict[str, dict[str, dict[str, Any]]],
         lines.append(f"  {len(quiet)} {'other ' if shown else ''}implementation"
                      f"{'s' * (len(quiet) > 1)} in {areas} area{'s' * (areas > 1)}: "
                      f"no failure, nothing left unrun{worst}")
+    for area, rows in idle.items():
+        why: dict[str, int] = {}
+        for row in rows:
+            for reason, n in row["not_run"].items():
+                why[reason] = why.get(reason, 0) + n
+        top = max(why.items(), key=lambda kv: kv[1]) if why else ("", 0)
+        total = sum(why.values())
+        lines.append(f"  {area}: {len(rows)} implementation{'s' * (len(rows) > 1)} ran nothing "
+                     f"here ({total} tests, e.g. {top[1]} {top[0]}): not tested, not passed")
     return lines
 
 

@@ -23,6 +23,16 @@ aoti, executorch) start from that trace, so that their own stages are tested at 
 length too. Each program says which trace it came from (``trace``, in the report's notes).
 The decompositions are entered only when a dim named "seq" is requested dynamic.
 
+Saved artefacts leave the process: ``export.saved`` (.pt2) and ``aoti`` / ``aoti.checked``
+(an AOTInductor package) are loaded and run by a fresh Python process
+(impls/export_loader.py: a new interpreter, calls over a pipe, a refusal there raised here),
+so a program that only works where it was built fails. ``aoti`` runs the package in the
+runtime's default environment (AOTI_RUNTIME_CHECK_INPUTS unset), ``aoti.checked`` with
+AOTI_RUNTIME_CHECK_INPUTS=1; both share one compiled package per exported content.
+``executorch`` lowers with the XNNPACK partitioner and ``executorch.portable`` without one
+(portable kernels only); an ExecuTorch program carries ``delegated`` (per backend, the ops
+it took, and the ops "not delegated"), which the report's notes show.
+
 ``torch.export.load`` and ``aoti_load_package`` load code: these paths only load files
 they wrote themselves, into a private temporary directory of this process.
 """
@@ -42,6 +52,8 @@ from typing import Any
 
 import torch
 from torch.export import ExportedProgram
+
+from impls.export_loader import Served
 
 FEATURES = ["dynamic.batch", "dynamic.seq"]
 _DIR: Path | None = None
@@ -231,11 +243,14 @@ def export_strict(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> 
 
 
 def export_saved(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
-    """Export, ``torch.export.save`` to a ``.pt2``, ``torch.export.load`` it back."""
+    """Export, ``torch.export.save`` to a ``.pt2``; a fresh Python process (impls/export_loader.py)
+    ``torch.export.load``s it and runs it: nothing of this process's state comes along."""
+    server = Served()  # the interpreter and torch load while this process exports
     path = _artefact(".pt2")
     torch.export.save(exported(module, args, dynamic_shapes), path)
-    ep = torch.export.load(path)
-    return Program(ep.module(), dynamic_dims(ep), path, trace_of(dynamic_shapes, True))
+    server.load("export.saved", path)
+    ep = torch.export.load(path)  # this process reads the file for the report's dims only
+    return Program(server, dynamic_dims(ep), path, trace_of(dynamic_shapes, True))
 
 
 def export_decomposed(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
@@ -245,32 +260,89 @@ def export_decomposed(module: torch.nn.Module, args: tuple, dynamic_shapes: Any)
     return Program(ep.module(), dynamic_dims(ep), trace=trace_of(dynamic_shapes, True))
 
 
-def aoti(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
-    """Export, ``aoti_compile_and_package`` (C++ / device code), ``aoti_load_package``."""
+# One AOTInductor package per exported content in this process: ``aoti`` and ``aoti.checked``
+# differ only in the runtime environment of the process that loads it (a C++ build costs
+# ~20 s of a 2-core machine; the second path then costs the load only).
+_PACKAGES: dict[str, Path] = {}
+CHECK_INPUTS = "AOTI_RUNTIME_CHECK_INPUTS"
+
+
+def aoti_package(module: torch.nn.Module, args: tuple, dynamic_shapes: Any
+                 ) -> tuple[Path, ExportedProgram]:
+    """``aoti_compile_and_package`` of the export (reused for the same content)."""
     ep = exported(module, args, dynamic_shapes)
-    path = _artefact(".pt2")
-    torch._inductor.aoti_compile_and_package(ep, package_path=str(path))
-    return Program(torch._inductor.aoti_load_package(str(path)), dynamic_dims(ep), path,
-                   trace_of(dynamic_shapes, True))
+    key = _content_key(module, args, dynamic_shapes, False) + trace_of(dynamic_shapes, True)
+    path = _PACKAGES.get(key)
+    if path is None or not path.exists():
+        path = _artefact(".pt2")
+        torch._inductor.aoti_compile_and_package(ep, package_path=str(path))
+        _PACKAGES[key] = path
+    return path, ep
 
 
-def executorch(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
-    """Export, ``to_edge_transform_and_lower`` with the XNNPACK partitioner, ``.pte``, run
-    by ``executorch.runtime`` (CPU)."""
+def _aoti(module: torch.nn.Module, args: tuple, dynamic_shapes: Any, check: bool) -> Program:
+    server = Served({CHECK_INPUTS: "1" if check else None})
+    path, ep = aoti_package(module, args, dynamic_shapes)
+    server.load("aoti", path)
+    return Program(server, dynamic_dims(ep), path, trace_of(dynamic_shapes, True))
+
+
+def aoti(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Export, ``aoti_compile_and_package`` (C++ / device code); a fresh Python process
+    ``aoti_load_package``s it and runs it in the runtime's default environment (no
+    AOTI_RUNTIME_CHECK_INPUTS: the package does not check its inputs' sizes)."""
+    return _aoti(module, args, dynamic_shapes, check=False)
+
+
+def aoti_checked(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """``aoti``'s package, loaded and run by a fresh Python process with
+    AOTI_RUNTIME_CHECK_INPUTS=1 (the package checks its inputs' dtypes, static sizes and
+    dynamic ranges before running)."""
+    return _aoti(module, args, dynamic_shapes, check=True)
+
+
+def _executorch_modules() -> Any:
     try:
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
-            XnnpackPartitioner,
-        )
-        from executorch.exir import to_edge_transform_and_lower
+        from executorch import exir
         from executorch.runtime import Runtime
     except Exception as exc:  # e.g. a wheel built for another torch
         raise ImportError(f"executorch does not load with torch {torch.__version__}: "
                           f"{type(exc).__name__}: {exc}") from None
+    return exir, Runtime
 
+
+def delegated_ops(graph_module: torch.fx.GraphModule) -> dict[str, dict[str, int]]:
+    """Per backend, the ops it took (``{"XnnpackBackend": {"aten.linear.default": 2}}``), and
+    under "not delegated" the ops left to the portable kernels; from ExecuTorch's
+    ``executorch.devtools.backend_debug.get_delegation_info`` (its counts per operator) and
+    the lowered modules' backend ids."""
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    info = get_delegation_info(graph_module)
+    backends = sorted({getattr(m, "backend_id", "?") for m in graph_module.modules()
+                       if type(m).__name__ == "LoweredBackendModule"}) or ["delegated"]
+    taken = {op: b.delegated for op, b in info.delegation_by_operator.items() if b.delegated}
+    left = {op: b.non_delegated for op, b in info.delegation_by_operator.items()
+            if b.non_delegated}
+    out = {" + ".join(backends): dict(sorted(taken.items()))} if taken else {}
+    out["not delegated"] = dict(sorted(left.items()))
+    return out
+
+
+def _executorch(module: torch.nn.Module, args: tuple, dynamic_shapes: Any,
+                xnnpack: bool) -> Program:
+    exir, Runtime = _executorch_modules()
+    partitioner = []
+    if xnnpack:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+            XnnpackPartitioner,
+        )
+        partitioner = [XnnpackPartitioner()]
     ep = exported(module, args, dynamic_shapes)
     with _while_loops(_wants_dynamic_seq(dynamic_shapes)):
-        program = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
-        buffer = program.to_executorch().buffer
+        edge = exir.to_edge_transform_and_lower(ep, partitioner=partitioner)
+        delegated = delegated_ops(edge.exported_program().graph_module)
+        buffer = edge.to_executorch().buffer
     path = _artefact(".pte")
     path.write_bytes(buffer)
     method = Runtime.get().load_program(path).load_method("forward")
@@ -279,7 +351,21 @@ def executorch(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Pro
         # the runtime reads data_ptr as contiguous: hand it contiguous tensors
         return method.execute([t.contiguous() for t in inputs])
 
-    return Program(run, dynamic_dims(ep), path, trace_of(dynamic_shapes, True))
+    program = Program(run, dynamic_dims(ep), path, trace_of(dynamic_shapes, True))
+    program.delegated = delegated  # type: ignore[attr-defined]
+    return program
+
+
+def executorch(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Export, ``to_edge_transform_and_lower`` with the XNNPACK partitioner, ``.pte``, run
+    by ``executorch.runtime`` (CPU). ``program.delegated``: which ops XNNPACK took."""
+    return _executorch(module, args, dynamic_shapes, xnnpack=True)
+
+
+def executorch_portable(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Export, ``to_edge_transform_and_lower`` without a partitioner (every op on ExecuTorch's
+    portable kernels), ``.pte``, run by ``executorch.runtime`` (CPU)."""
+    return _executorch(module, args, dynamic_shapes, xnnpack=False)
 
 
 _FLOATS = ["float32", "bfloat16", "float16"]
@@ -295,5 +381,8 @@ _declare(export_saved, "export.saved", dtypes=_FLOATS, devices=[*_GPU, "mps"],
 _declare(export_decomposed, "export.decomposed", dtypes=_FLOATS, devices=[*_GPU, "mps"],
          features=FEATURES)
 _declare(aoti, "aoti", dtypes=["float32"], devices=_GPU, features=FEATURES)
+_declare(aoti_checked, "aoti.checked", dtypes=["float32"], devices=_GPU, features=FEATURES)
 _declare(executorch, "executorch", dtypes=["float32"], devices=["cpu"], features=FEATURES,
          requires=["executorch"])
+_declare(executorch_portable, "executorch.portable", dtypes=["float32"], devices=["cpu"],
+         features=FEATURES, requires=["executorch"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.areas.export.plan import planned, planned_tf32
+from conformance.areas.export.plan import planned, planned_shape, planned_tf32
 from conformance.harness.runstate import STATE, left_out_by_profile
 
 LEFT_OUT = pytest.StashKey[int]()
@@ -18,7 +18,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         spec = getattr(item, "callspec", None)
         params = spec.params if spec else {}
         test = getattr(item, "originalname", "")
-        if test not in ("test_roundtrip", "test_roundtrip_tf32") or "model" not in params:
+        if test not in ("test_roundtrip", "test_roundtrip_tf32", "test_shape") or (
+                "model" not in params and "shape" not in params):
             keep.append(item)
             continue
         impl = params.get("impl")
@@ -26,6 +27,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = getattr(impl, "name", "")
         if test == "test_roundtrip_tf32":
             ok = planned_tf32(name, profile)
+        elif test == "test_shape":
+            ok = planned_shape(name, params["shape"], dtype, profile)
         else:
             ok = planned(name, params["model"], params["variant"], dtype, profile)
         (keep if ok else drop).append(item)

@@ -72,7 +72,9 @@ def rnn(mode: str, x: np.ndarray, params: Mapping[str, np.ndarray], *, num_layer
     """torch.nn.{RNN,LSTM,GRU} forward (eval mode) in float64.
 
     x is (S, N, H_in), or (N, S, H_in) when batch_first; h0 is (D*num_layers, N, H_out) and c0
-    (D*num_layers, N, H_cell), zeros when None. Returns (output, h_n) for RNN and GRU and
+    (D*num_layers, N, H_cell), zeros when None. Unbatched, as torch takes it: x (S, H_in)
+    (batch_first ignored), h0 (D*num_layers, H_out), c0 (D*num_layers, H_cell); the
+    outputs then have no batch dim either. Returns (output, h_n) for RNN and GRU and
     (output, h_n, c_n) for LSTM, with output (S, N, D*H_out) or (N, S, D*H_out).
     """
     if mode not in GATES:
@@ -88,8 +90,21 @@ def rnn(mode: str, x: np.ndarray, params: Mapping[str, np.ndarray], *, num_layer
     if num_layers < 1:
         raise ValueError(f"num_layers must be >= 1, got {num_layers}")
     x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 2:  # unbatched (torch's docs): x (S, H_in), states (D*num_layers, H)
+        states = {"h0": h0, "c0": c0}
+        for name, a in states.items():
+            if a is not None and np.ndim(a) != 2:
+                raise ValueError(f"{name} must be 2-d for an unbatched x, got shape "
+                                 f"{np.shape(a)}")
+        lifted = {k: None if a is None else np.asarray(a, dtype=np.float64)[:, None]
+                  for k, a in states.items()}
+        outs = rnn(mode, x[:, None], params, num_layers=num_layers,
+                   bidirectional=bidirectional, nonlinearity=nonlinearity,
+                   proj_size=proj_size, **lifted)  # batch_first has no effect unbatched
+        return (np.ascontiguousarray(outs[0][:, 0]), *(o[:, 0] for o in outs[1:]))
     if x.ndim != 3:
-        raise ValueError(f"x must be 3-d (S, N, H_in) or (N, S, H_in), got shape {x.shape}")
+        raise ValueError(f"x must be 2-d (S, H_in: unbatched), 3-d (S, N, H_in) or "
+                         f"(N, S, H_in), got shape {x.shape}")
     if batch_first:
         x = x.transpose(1, 0, 2)
     s, n, _ = x.shape

@@ -207,6 +207,45 @@ def test_saturated_gates_no_warnings(mode):
         _torch_case(mode, seed=3, x_scale=300.0, w_scale=4.0, bidirectional=True)
 
 
+def test_unbatched_hand_steps():
+    # unbatched x (S=2, H_in=1), h0 (1, 1), batch_first ignored: the relu steps of
+    # test_rnn_relu_hand_steps, outputs without a batch dim
+    x = np.array([[2.0], [-3.0]])
+    out, h = recurrent.rnn("RNN", x, RNN_PARAMS, nonlinearity="relu", batch_first=True,
+                           h0=np.full((1, 1), 0.4))
+    assert out.shape == (2, 1) and h.shape == (1, 1)
+    np.testing.assert_allclose(out.ravel(), [1.2, 0.0], rtol=0, atol=1e-15)
+    # the LSTM hand step of test_lstm_hand_step, unbatched: c = 0.675, h = 0.75 tanh(0.675)
+    params = {"weight_ih_l0": _col(0.5, 1.0, 0.0, 0.0),
+              "weight_hh_l0": _col(-1.0, 0.0, 0.0, 0.0),
+              "bias_ih_l0": _a(0.5, 0.0, LOG2, 0.0),
+              "bias_hh_l0": _a(0.0, LOG3 - 1.0, 0.0, LOG3)}
+    out, h, c = recurrent.rnn("LSTM", np.ones((1, 1)), params, h0=np.ones((1, 1)),
+                              c0=np.full((1, 1), 0.5))
+    assert out.shape == (1, 1) and h.shape == (1, 1) and c.shape == (1, 1)
+    assert c[0, 0] == pytest.approx(0.675, abs=1e-15)
+    assert h[0, 0] == pytest.approx(0.44119444229857907, abs=1e-15)
+
+
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+def test_unbatched_no_bias_vs_torch(mode):
+    """Unbatched input through a 2-layer bidirectional module without biases, vs torch in
+    float64 (torch's unbatched path)."""
+    torch.manual_seed(0)
+    m = getattr(torch.nn, mode)(3, 4, num_layers=2, bidirectional=True, bias=False).double()
+    x, h0 = torch.randn(5, 3, dtype=torch.float64), torch.randn(4, 4, dtype=torch.float64)
+    states = (h0, torch.randn(4, 4, dtype=torch.float64)) if mode == "LSTM" else h0
+    with torch.no_grad():
+        out, hn = m(x, states)
+    p = {k: v.numpy() for k, v in m.state_dict().items()}
+    got = recurrent.rnn(mode, x.numpy(), p, num_layers=2, bidirectional=True,
+                        h0=h0.numpy(), c0=states[1].numpy() if mode == "LSTM" else None)
+    want = [out, *(hn if mode == "LSTM" else (hn,))]
+    assert [g.shape for g in got] == [tuple(w.shape) for w in want]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w.numpy(), rtol=0, atol=1e-12)
+
+
 def test_single_step_single_batch_vs_torch():
     _torch_case("LSTM", seq=1, batch=1, n_in=1, hidden=1)
 
@@ -222,8 +261,10 @@ def test_errors():
         recurrent.rnn("RNN", x, bad)
     with pytest.raises(ValueError, match="weight_ih_l0"):
         recurrent.rnn("LSTM", x, RNN_PARAMS)  # 1 row is not 4*hidden
-    with pytest.raises(ValueError, match="x must be 3-d"):
-        recurrent.rnn("RNN", np.zeros((2, 1)), RNN_PARAMS)
+    with pytest.raises(ValueError, match="x must be 2-d"):
+        recurrent.rnn("RNN", np.zeros((2,)), RNN_PARAMS)
+    with pytest.raises(ValueError, match="h0 must be 2-d"):
+        recurrent.rnn("RNN", np.zeros((2, 1)), RNN_PARAMS, h0=np.zeros((1, 1, 1)))
     with pytest.raises(ValueError, match="h0"):
         recurrent.rnn("RNN", x, RNN_PARAMS, h0=np.zeros((2, 1, 1)))
     with pytest.raises(ValueError, match="missing"):

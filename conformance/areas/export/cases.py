@@ -128,6 +128,7 @@ def roundtrip(spec: str, model_name: str, variant: str, dtype: str, device: str,
     result["dynamic_dims"] = getattr(program, "dynamic_dims", None)
     result["artefact"] = getattr(program, "artefact", None)
     result["trace"] = getattr(program, "trace", None)
+    result["delegated"] = getattr(program, "delegated", None)  # ExecuTorch: ops per backend
     result["mutated"] = mutations(before, module)
     for size, arrays in zip(sizes, inputs, strict=True):
         run: dict[str, Any] = {"size": list(size)}

@@ -131,3 +131,91 @@ SELFTEST = [  # torch-conformance selftest (conformance/cli/selftest.py)
     {"area": "export", "impl": "correct", "path": "export/test_export.py", "expect": "passes",
      "select": f"correct and {_ROUNDTRIP} and {_BOTH}"},
 ]
+
+
+# ---- faults of the fresh-process rule, the size past a Dim's max and the new shapes --------
+# (tests/test_export_shape_faults.py)
+
+_LIB: Any = None  # the building process's registry: filled at build, empty in any other
+
+
+def _register_same() -> None:
+    global _LIB
+    if _LIB is None:
+        _LIB = torch.library.Library("conformance_planted", "DEF")
+        _LIB.define("same(Tensor x) -> Tensor")
+        _LIB.impl("same", lambda x: x.clone(), "CompositeExplicitAutograd")
+        _LIB._register_fake("same", lambda x: torch.empty_like(x))
+
+
+class _ThroughRegistry(torch.nn.Module):
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor, *rest: torch.Tensor) -> Any:
+        return self.inner(torch.ops.conformance_planted.same(x), *rest)
+
+
+@_declare
+def saved_needs_builder(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """``export.saved`` of a program that calls an op registered at build time in the
+    building process only: it loads and runs there, not in a fresh process."""
+    from impls.export import export_saved
+
+    _register_same()
+    spec = dynamic_shapes if dynamic_shapes is None else {
+        "x": next(iter(dynamic_shapes.values())), "rest": tuple(dynamic_shapes.values())[1:]}
+    return export_saved(_ThroughRegistry(module), args, spec)
+
+
+@_declare
+def saved_correct(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """The correct twin: ``impls.export:export_saved`` as shipped."""
+    from impls.export import export_saved
+
+    return export_saved(module, args, dynamic_shapes)
+
+
+@_declare
+def answers_past_max(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """What an unchecked AOTInductor package does past a Dim's max: a batch over the max
+    runs on the example's rows and answers with the example's shape (no error)."""
+    ep = exported(module, args, dynamic_shapes)
+    run, dims = ep.module(), _batch_dims(dynamic_shapes)
+
+    def call(*xs: torch.Tensor) -> Any:
+        if any(d is not None and x.shape[d] > 64 for x, d in zip(xs, dims, strict=False)):
+            xs = tuple(x if d is None else x.narrow(d, 0, a.shape[d])
+                       for x, d, a in zip(xs, dims, args, strict=False))
+        return run(*xs)
+
+    return Program(call, dynamic_dims(ep))
+
+
+@_declare
+def unbatched_as_batch1(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
+    """Answers an unbatched input (x of 2 dims) as a batch of one and keeps that batch dim."""
+    if args[0].dim() != 2:
+        return correct(module, args, dynamic_shapes)
+    lifted = tuple(a.unsqueeze(1) for a in args)  # seq-first: x (S, 1, F), h0 (L, 1, H)
+    ep = exported(module, lifted, None)
+    run = ep.module()
+    return Program(lambda *xs: run(*(x.unsqueeze(1) for x in xs)), dynamic_dims(ep))
+
+
+@_declare
+def bias_false_given_biases(module: torch.nn.Module, args: tuple, dynamic_shapes: Any
+                            ) -> Program:
+    """Rebuilds a bias=False recurrent module with biases (weights copied, the biases left at
+    their default initialisation instead of zeros)."""
+    module = copy.deepcopy(module)
+    for name, sub in list(module.named_children()):
+        if isinstance(sub, torch.nn.RNNBase) and not sub.bias:
+            kw = {"input_size": sub.input_size, "hidden_size": sub.hidden_size,
+                  "num_layers": sub.num_layers, "batch_first": sub.batch_first,
+                  "bidirectional": sub.bidirectional}
+            biased = type(sub)(**kw, bias=True).to(next(sub.parameters()).dtype).eval()
+            biased.load_state_dict(sub.state_dict(), strict=False)
+            setattr(module, name, biased)
+    return correct(module, args, dynamic_shapes)

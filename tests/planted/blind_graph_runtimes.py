@@ -6,26 +6,32 @@ Written WITHOUT reading how the suite checks the area ``graphs``: only from the 
 graphs, ``make_graphed_callables`` and graph-safe RNG. Each runtime below is a bug a real
 graph runtime could have; ``correct`` is the twin that has none of them and must pass.
 
-The CPU stand-in for a graph: capture runs ``fn`` once on the static inputs; a replay runs
-``fn`` again on the static inputs and copies the results into the outputs of the capture
-(the reference's model). What a real graph bakes in at capture (addresses, Philox seeds and
-offsets, host-read scalars, the executable chosen) is modelled where a fault needs it.
+The CPU stand-in for a graph (adapted after the fact, behaviour unchanged): the reference's
+aten tape (``graph_runtime.Graph``): capture records what ``fn`` does once on the static
+inputs; a replay runs the tape on the static inputs and writes the tensors of the capture,
+never calling ``fn``. What a real graph bakes in at capture (addresses, Philox seeds and
+offsets, host-read scalars, the executable chosen) is modelled where a fault needs it. As
+written the faults sat on the old reference, whose replay called ``fn`` again; each keeps
+its wrong behaviour on top of the tape (a skipped replay skips the tape, a staging buffer is
+what the tape reads, a frozen sampler's numbers are played back into the tape's call).
 
-Extension of the contract (optional methods a real runtime has; ``correct`` implements all
-of them, the faults inherit them; the suite may not call them today):
+Extension of the contract, as the blind helper assumed it and as impls/graphs.py now
+documents it (``correct`` implements all of it, the faults inherit it):
 
-- ``capture(fn, *static_inputs, pool=None, generators=None)``: ``generators`` are
+- ``capture(fn, *static_inputs, pool=None, generators=(g, ...))`` (feature ``generators``):
   non-default ``torch.Generator`` objects that ``fn`` draws from (CUDAGraph's
   ``register_generator_state``, pytorch/pytorch#114068): each replay draws from them as eager
-  does and advances them.
-- ``graph.register_generator_state(generator)``: the same, after capture (the generator's
-  state at registration is taken as the state the capture started from).
-- ``graph.reset()``: releases the graph and its memory (``memory_allocated`` drops by its
-  outputs); replaying a reset graph raises; a new ``capture`` must record anew (it may not
-  return a cached executable that ignores what changed).
-- ``capture_error_mode``: ``"global"`` (default): host synchronisations inside capture raise
-  (``.item()``, ``float(t)``, ``bool(t)``, ``int(t)``: anything reading a device scalar);
-  ``"relaxed"`` would allow them. Only ``"global"`` is used here.
+  does and advances them. Kept as a thin adapter: ``graph.register_generator_state(
+  generator)`` after capture (the generator's state at registration is taken as the state the
+  capture started from).
+- ``graph.reset()`` (feature ``reset``): releases the graph and its memory
+  (``memory_allocated`` drops by what it held); replaying a reset graph raises; a new capture
+  (``capture(..., graph=the_reset_graph)`` records into that object, or a fresh one) must
+  record anew (it may not return a cached executable that ignores what changed).
+- ``capture_error_mode=`` (feature ``capture_error_mode``): ``"global"`` (default),
+  ``"thread_local"``, ``"relaxed"``, anything else refused (the reference's check). Host
+  synchronisations inside capture raise (``.item()``, ``float(t)``, ``bool(t)``, ``int(t)``:
+  anything reading a device scalar); the blind helper used only ``"global"``.
 
 Faults (one line each; the docstrings say more):
 
@@ -74,7 +80,7 @@ from unittest import mock
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .graph_runtime import FEATURES, Graph, Reference, _Graphed, _NoHostSync
+from .graph_runtime import FEATURES, Graph, Reference, _Graphed
 
 
 def _tuple(out: Any) -> tuple[torch.Tensor, ...]:
@@ -94,27 +100,35 @@ def _just_seeded(state: torch.Tensor) -> bool:
 
 
 class BGraph(Graph):
-    """The reference graph plus ``reset()`` and generator registration."""
+    """The reference graph (the tape) plus what the blind helper assumed of ``reset()`` and
+    generator registration."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.generators: list[tuple[torch.Generator, torch.Tensor]] = []
+        self.registered: list[tuple[torch.Generator, torch.Tensor]] = []
         self.recorded: Any = None
         self.is_reset = False
 
     def register_generator_state(self, generator: torch.Generator,
                                  state: torch.Tensor | None = None) -> None:
-        self.generators.append((generator, generator.get_state() if state is None else state))
+        self.registered.append((generator, generator.get_state() if state is None else state))
+        if generator not in self.generators:
+            self.generators = (*self.generators, generator)
 
     def reset(self) -> None:
         if self.is_reset:
             return
         self.is_reset = True
-        if self in self.runtime.graphs:
-            self.runtime.graphs.remove(self)
+        super().reset()  # the tape, the outputs, what it held; out of the runtime's graphs
         if self in self._pool:
             self._pool.remove(self)
-        self.outputs, self.held = (), []
+        self.registered = []
+
+    def recapture(self, *args: Any) -> None:
+        super().recapture(*args)
+        self.is_reset = False
+        if self not in self._pool:
+            self._pool.append(self)
 
     def replay(self) -> None:
         if self.is_reset:
@@ -132,7 +146,6 @@ class Runtime(Reference):
     conformance_devices = ("cpu",)
     conformance_features = FEATURES
     graph_class: type = BGraph
-    capture_error_mode = "global"
 
     def __init__(self, name: str = "blind_correct", graph_class: type = BGraph,
                  **attrs: Any) -> None:
@@ -143,15 +156,21 @@ class Runtime(Reference):
             setattr(self, key, value)
 
     def _sync_guard(self) -> Any:
-        return _NoHostSync() if self.host_sync_check else contextlib.nullcontext()
+        """Around the capture, besides the reference's own host-sync checks."""
+        return contextlib.nullcontext()
 
     def capture(self, fn: Any, *inputs: torch.Tensor, pool: Any = None,
-                generators: Any = None) -> Any:
+                generators: Any = (), capture_error_mode: str | None = None,
+                graph: Any = None) -> Any:
+        self.check_mode(capture_error_mode)
         gens = [(g, g.get_state()) for g in (generators or ())]
         rec = self.graph_class.recorder()
         with self._sync_guard(), (rec if rec is not None else contextlib.nullcontext()):
-            out = _tuple(fn(*inputs))
-        graph = self.graph_class(self, fn, inputs, out, pool)
+            tape, out = self.record(fn, inputs)
+        if graph is not None:  # recapture into a graph that was reset
+            graph.recapture(tape, inputs, out, ())
+        else:
+            graph = self.graph_class(self, tape, inputs, out, pool)
         graph.recorded = rec
         for g, state in gens:
             graph.register_generator_state(g, state)
@@ -165,11 +184,11 @@ class Runtime(Reference):
 class _CapturesNothing(BGraph):
     """A "capture" on a device whose stream capture records nothing (the CPU has no graph
     API; a runtime that wraps ``fn`` in a no-op capture context returns an empty graph). The
-    outputs hold the capture's values forever."""
+    outputs hold the capture's values forever. (Each replay launches the empty graph: it
+    counts.)"""
 
-    def replay(self) -> None:
-        if self.is_reset:
-            raise RuntimeError("replay of a graph after reset()")
+    def run(self) -> None:
+        return None
 
 
 class _VersionDirty(BGraph):
@@ -217,31 +236,46 @@ class _FirstElementDirty(BGraph):
 class _Staged(BGraph):
     """Copies the caller's inputs into private static buffers before each replay and runs on
     those (cudagraph trees' "inputs from eager" are copied to static addresses,
-    pytorch/pytorch#121861). Correct here: full copy in, mutations copied back."""
+    pytorch/pytorch#121861). Correct here: full copy in, mutations copied back.
+
+    On the tape, which reads the caller's tensors: the staged values are put in them for
+    the replay, and afterwards the private buffers keep what the replay left and the
+    caller's tensors get their own values back unless the replay mutated them and
+    ``copy_back`` holds."""
 
     copy_back = True
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.user_inputs = self.inputs
-        self.inputs = tuple(t.detach().clone().requires_grad_(t.requires_grad)
-                            for t in self.user_inputs)
-        self.held.extend(self.inputs)
+        self._stage_buffers()
+
+    def _stage_buffers(self) -> None:
+        self.buffers = tuple(t.detach().clone() for t in self.inputs)
+        self.held.extend(self.buffers)
+
+    def recapture(self, *args: Any) -> None:
+        super().recapture(*args)
+        self._stage_buffers()
 
     def stage(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         dst.copy_(src)
 
     def replay(self) -> None:
+        if self.is_reset:
+            raise RuntimeError("replay of a graph after reset()")
         with torch.no_grad():
-            for dst, src in zip(self.inputs, self.user_inputs, strict=True):
+            for dst, src in zip(self.buffers, self.inputs, strict=True):
                 self.stage(dst, src)
+            callers = [t.detach().clone() for t in self.inputs]
+            for t, b in zip(self.inputs, self.buffers, strict=True):
+                t.copy_(b)  # the tape reads the private buffers
         versions = [t._version for t in self.inputs]
         super().replay()
-        if self.copy_back:
-            with torch.no_grad():
-                for dst, src, v in zip(self.user_inputs, self.inputs, versions, strict=True):
-                    if src._version != v:
-                        dst.copy_(src)
+        with torch.no_grad():
+            for t, b, mine, v in zip(self.inputs, self.buffers, callers, versions, strict=True):
+                b.copy_(t)  # what the replay left in its private buffer
+                if not (self.copy_back and t._version != v):
+                    t.copy_(mine)  # the caller's tensor was never the graph's
 
 
 class _ByteCountStaging(_Staged):
@@ -322,10 +356,10 @@ class _FrozenGenerator(BGraph):
     other than the default), #91950 (unexpected generator during capture), #172390."""
 
     def replay(self) -> None:
-        for g, state in self.generators:
+        for g, state in self.registered:
             g.set_state(state)
         super().replay()
-        for g, state in self.generators:
+        for g, state in self.registered:
             g.set_state(state)
 
 
@@ -381,9 +415,9 @@ class _FrozenDistributions(BGraph):
     def recorder(cls) -> Any:
         return _Recorder(_frozen)
 
-    def run(self) -> tuple[torch.Tensor, ...]:
+    def run(self) -> None:
         with _Recorder(_frozen, self.recorded.values):
-            return super().run()
+            super().run()
 
 
 class _PoolSharedOffset(BGraph):
@@ -418,15 +452,14 @@ class _CacheByCode(Runtime):
         super().__init__(*args, **kwargs)
         self.cache: dict[Any, Any] = {}
 
-    def capture(self, fn: Any, *inputs: torch.Tensor, pool: Any = None,
-                generators: Any = None) -> Any:
+    def capture(self, fn: Any, *inputs: torch.Tensor, **options: Any) -> Any:
         code = getattr(fn, "__code__", None) or type(fn)
         key = (code, tuple(id(t) for t in inputs))
         if key in self.cache:
             fn = self.cache[key]
         else:
             self.cache[key] = fn
-        return super().capture(fn, *inputs, pool=pool, generators=generators)
+        return super().capture(fn, *inputs, **options)
 
 
 class _ResetKeepsMemory(BGraph):
@@ -435,7 +468,7 @@ class _ResetKeepsMemory(BGraph):
     some paths of ``CUDAGraph::reset``)."""
 
     def reset(self) -> None:
-        kept = list(self.outputs)
+        kept = [*self.tape.made, *self.outputs, *self.held]  # the graph's pool
         super().reset()
         self.runtime.graphs.append(self)  # the pool still counts
         self.held = kept
@@ -446,15 +479,9 @@ class _ItemOnlyCheck(BGraph):
     ``float(t)``, ``int(t)``, ``bool(t)`` (an ``if`` on a tensor) and ``tolist()`` go through
     other paths (``_local_scalar_dense`` or none at all), are allowed, and the scalars the
     capture read are baked into the graph (pytorch/pytorch#78549: sync batch norm's
-    nonzero/masking under capture)."""
-
-    @classmethod
-    def recorder(cls) -> Any:
-        return _Recorder(_scalar_read)
-
-    def run(self) -> tuple[torch.Tensor, ...]:
-        with _Recorder(_scalar_read, self.recorded.values):
-            return super().run()
+    nonzero/masking under capture). On the tape a scalar read at capture is a constant of
+    the later calls: baked as the fault says; the reference's own checks are off
+    (``_ItemOnlyRuntime``)."""
 
 
 def _from_optimizer() -> bool:
@@ -464,12 +491,6 @@ def _from_optimizer() -> bool:
             return True
         frame = frame.f_back
     return False
-
-
-def _scalar_read(func: Any) -> bool:
-    """A device scalar read by ``fn`` itself (an optimizer's step count, read with ``.item()``
-    on the CPU where ``capturable`` is refused, is not baked)."""
-    return func is torch.ops.aten._local_scalar_dense.default and not _from_optimizer()
 
 
 _ITEM = torch.Tensor.item
@@ -482,6 +503,10 @@ def _item_forbidden(self: torch.Tensor) -> Any:
 
 
 class _ItemOnlyRuntime(Runtime):
+    host_sync_check = False  # the tape's _local_scalar_dense / data-dependent shape check
+    value_reads_check = False  # tolist(), numpy()
+    dynamic_shape_check = False
+
     def _sync_guard(self) -> Any:
         return mock.patch.object(torch.Tensor, "item", _item_forbidden)
 

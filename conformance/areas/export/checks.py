@@ -176,7 +176,7 @@ def judge(record: Record, model: Model, variant: str, dtype: str, module: torch.
                 size = tuple(run["size"])
                 base_err[size] = [max(b, _max_err(e, r)) for b, e, r
                                   in zip(base_err[size], run["eager"], refs[size], strict=True)]
-            baseline = "plain and eager baselines"
+            baseline = f"{baseline} and eager"
     refused, accepted, vs_eager = {}, [], 0.0
     for run in result["runs"]:
         size = tuple(run["size"])

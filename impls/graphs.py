@@ -14,7 +14,8 @@ Contract (``--impl graphs=module:attr``): an object (a module-level instance) wi
   ``graph=`` a graph of this runtime that was ``reset()`` (feature ``reset``: recapture into
   that object, as upstream re-uses a CUDAGraph after ``reset()``).
 - ``graph.replay()`` re-runs the captured work, reading the static input tensors as they
-  are at replay time (the harness copies new values into them) and writing the same output
+  are at replay time (the harness copies new values into them; in-place updates of an
+  input by ``fn`` land in the caller's tensor) and writing the same output
   tensors every time; ``graph.outputs`` is the tuple ``fn`` returned at capture;
   ``graph.pool()`` is a handle for ``capture(..., pool=)``. Random ops draw from the
   device's default generator as eager does: each replay advances it, and a new
@@ -37,7 +38,8 @@ Contract (``--impl graphs=module:attr``): an object (a module-level instance) wi
 - optional ``graph.reset()`` (feature ``reset``): frees the captured work and its memory.
 - optional ``graphed(module, sample_args) -> module`` (feature ``graphed_callables``):
   a drop-in replacement whose forward and backward run as graphs
-  (``make_graphed_callables``).
+  (``make_graphed_callables``); gradients reach its inputs that require grad (a sample
+  that requires grad stands for such an input), so eager -> graphed chains train.
 - optional ``memory_allocated(device) -> int`` (feature ``memory``), ``synchronize(device)``
   and ``unavailable(device) -> str | None`` (why this build cannot run the runtime: the
   case is skipped with that reason).

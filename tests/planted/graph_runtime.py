@@ -175,8 +175,24 @@ class Graph:
         return [*self.tape.made, *self.outputs, *self.held]
 
 
+class _IntoStatic(torch.autograd.Function):
+    """Copies an input into its static buffer; the gradient of the buffer goes to the input
+    (make_graphed_callables hands the static inputs' gradients back to the real inputs). The
+    buffer itself keeps no autograd history from step to step."""
+
+    @staticmethod
+    def forward(ctx: Any, static: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        static.copy_(a)
+        return static.view_as(static)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        return None, grad
+
+
 class _Graphed(torch.nn.Module):
-    """make_graphed_callables' shape: inputs copied into static buffers, then the module."""
+    """make_graphed_callables' shape: inputs copied into static buffers, then the module;
+    gradients reach the inputs that require them (eager -> graphed chains)."""
 
     def __init__(self, module: torch.nn.Module, sample: tuple[torch.Tensor, ...]) -> None:
         super().__init__()
@@ -184,9 +200,15 @@ class _Graphed(torch.nn.Module):
         self.static = [s.detach().clone() for s in sample]
 
     def forward(self, *args: torch.Tensor) -> Any:
+        xs = []
         for s, a in zip(self.static, args, strict=True):
-            s.copy_(a)
-        return self.module(*self.static)
+            if a.requires_grad and torch.is_grad_enabled():
+                xs.append(_IntoStatic.apply(s, a))
+            else:
+                with torch.no_grad():
+                    s.copy_(a)
+                xs.append(s)
+        return self.module(*xs)
 
 
 class Reference:

@@ -15,6 +15,11 @@ features each needs are declared per runtime in impls/graphs.py).
   "relaxed"; any other value is refused (the binding's TORCH_CHECK).
 - test_cuda.py::test_repeat_graph_capture_cublas_workspace_memory and
   test_memory_stats_of_multiple_generators_and_graphs: memory flat over repeated captures.
+- pytorch#103985, #178586 (copied inputs do not reflect mutation): a step that updates one of
+  its static inputs in place; the caller's tensor must hold the update after each replay.
+- pytorch#129349 (parameters whose data pointers change must re-record): two captures of the
+  same code (one builder, other weights in its closure) on the same static input; each
+  graph replays its own function.
 """
 
 from __future__ import annotations
@@ -355,3 +360,66 @@ def test_memory_over_captures(impl, device, record, conformance_state, seed):
     record.require(exact(f"memory allocated flat over {n} capture/reset cycles (bytes grown)",
                          max(grew, 0), after[0] or 1,
                          f"{grew} bytes more than after the first cycle"))
+
+
+def _bitwise(impl: Any) -> None:
+    """These cases compare replays with eager bit for bit."""
+    if not getattr(impl.fn, "same_kernels", True):
+        unsupported("compares replay with eager bit for bit; the runtime runs other kernels")
+
+
+DECAY = 0.75
+
+
+def _running(x: torch.Tensor, acc: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    acc.mul_(DECAY).add_(x)  # in place, on a static input
+    return (acc * 2,)
+
+
+def test_input_mutated_in_place(impl, device, record, seed):
+    """pytorch#103985, #178586: ``fn(x, acc)`` updates its static input ``acc`` in place
+    (a running sum) and returns 2 acc. For k = 1..3, new values are copied into both inputs,
+    the graph replays: the caller's ``acc`` holds eager's update and the output eager's
+    (a runtime that stages inputs into private buffers must copy mutations back)."""
+    cases.ready(impl, device)
+    _bitwise(impl)
+    g, e = (Workload("running_sum", _running, [torch.zeros(64, device=device),
+                                               torch.zeros(64, device=device)], seed=seed)
+            for _ in range(2))
+    graph, _ = cases.capture_checked(record, impl.fn, g, e)
+    for k in range(1, REPLAYS + 1):
+        for w in (g, e):
+            w.load_inputs(w.step_inputs(k))
+        graph.replay()
+        want = e.fn(*e.inputs)
+        cases.sync(impl.fn, device)
+        record.require(bits(f"replay {k}: the input updated in place == eager's",
+                            [g.inputs[1]], [e.inputs[1]]))
+        record.require(bits(f"replay {k}: output == eager", graph.outputs, want))
+
+
+def test_same_code_new_weights(impl, device, record, seed):
+    """pytorch#129349: two MLPs from one builder (the same code, other weights in the
+    closure) captured one after the other on the same static input tensor, both kept:
+    after each step's inputs, replaying each gives its own function's result (a capture
+    cache keyed by code and input addresses would replay the first)."""
+    cases.ready(impl, device)
+    _bitwise(impl)
+    a = [WORKLOADS["mlp"].build(device, torch.float32, seed) for _ in range(2)]
+    b = [WORKLOADS["mlp"].build(device, torch.float32, seed + 1) for _ in range(2)]
+    b[0] = Workload("mlp", b[0].fn, a[0].inputs, seed=seed)  # the same static input tensor
+    b[1].seed = seed
+    ga, _ = cases.capture_checked(record, impl.fn, *a, "of the first MLP")
+    gb, _ = cases.capture_checked(record, impl.fn, *b, "of the second MLP, same code")
+    for k in range(1, REPLAYS + 1):
+        values = a[0].step_inputs(k)
+        for w in (*a, b[1]):
+            w.load_inputs(values)
+        ga.replay()
+        got_a = [t.clone() for t in ga.outputs]
+        gb.replay()
+        want_a, want_b = a[1].fn(*a[1].inputs), b[1].fn(*b[1].inputs)
+        cases.sync(impl.fn, device)
+        record.require(bits(f"step {k}: the first graph == its MLP", got_a, want_a))
+        record.require(bits(f"step {k}: the second graph == its MLP (other weights)",
+                            gb.outputs, want_b))

@@ -7,7 +7,9 @@
   CUDAGeneratorImpl::clone_impl during CUDA graph capture"); only graphsafe_get/set_state
   are graph-safe. Here: a capture that clones the default generator's state.
 - pytorch#172390: the capture RNG state is per generator; two graphs captured one after
-  the other from the default generator must still replay, interleaved, what eager draws.
+  the other from the default generator must still replay, interleaved, what eager draws;
+  also with the second graph in the first's pool (#176752: RNG capture state per generator,
+  not per capture or pool).
 - pytorch#187277: a device-wide synchronize after an XPU graph replay segfaulted (torch
   2.13+xpu, Arc B-series). Here: replay, then synchronize, in a child process.
 - pytorch#189403 (open): replaying an XPU graph with a captured all_reduce made a later
@@ -101,17 +103,22 @@ def test_clone_state_in_capture(impl, device, record, seed):
 
 
 @pytest.mark.needs("rng")
-def test_two_graphs_interleaved_rng(impl, device, record, seed):
-    """pytorch#172390: two graphs captured in turn from the default generator, replayed
-    g1 g2 g1 g2 after manual_seed, equal eager fn1 fn2 fn1 fn2 after the same seed."""
+@pytest.mark.parametrize("pool", ["own", pytest.param("shared", marks=pytest.mark.needs("pools"))])
+def test_two_graphs_interleaved_rng(impl, device, record, seed, pool):
+    """pytorch#172390, #176752: two graphs captured in turn from the default generator (each
+    in its own memory, or the second in the first's pool: a pool shares memory, never the
+    RNG offset), replayed g1 g2 g1 g2 after manual_seed, equal eager fn1 fn2 fn1 fn2 after
+    the same seed."""
     cases.ready(impl, device)
+    record.case(pool=pool)
     dropout = [RANDOM.build(device, torch.float32, seed) for _ in range(2)]
     rand = [Workload("randn", lambda u: (torch.randn_like(u) + u,),
                      [torch.zeros(128, device=device)]) for _ in range(2)]
     for w in (*dropout, *rand):
         w.load_inputs(w.step_inputs(0))
     g1, out1 = cases.capture(impl.fn, *dropout, record=record)
-    g2, out2 = cases.capture(impl.fn, *rand, record=record)
+    g2, out2 = cases.capture(impl.fn, *rand, record=record,
+                             pool=g1.pool() if pool == "shared" else None)
     for w in (*dropout, *rand):
         w.load_inputs(w.step_inputs(0))
     torch.manual_seed(seed)

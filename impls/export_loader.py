@@ -10,7 +10,9 @@ the outputs back, or the first line of the exception it raised (re-raised here a
 raises ``ServerDied`` naming the signal. The server is stopped (a bounded wait, then
 SIGKILL of its process group) when the ``Served`` is garbage-collected or at exit.
 ``env``: variables set (a value) or removed (None) in the server's environment, e.g.
-``AOTI_RUNTIME_CHECK_INPUTS``, which an AOTInductor package reads once per process.
+``AOTI_RUNTIME_CHECK_INPUTS``, which an AOTInductor package reads once per process. The
+TF32 settings of the starting process (cuDNN's and matmul's allow_tf32) are set in the
+server too: the area pins them (off for the strict rule, on for test_tf32.py).
 
 The server imports torch and this module only; it loads only the file it is given, which
 the caller wrote itself.
@@ -33,6 +35,7 @@ from typing import Any
 KINDS = ("export.saved", "aoti")
 CALL_TIMEOUT = 600.0
 STOP_WAIT = 2.0
+TF32_ENV = "CONFORMANCE_EXPORT_TF32"
 _ROOT = str(Path(__file__).resolve().parents[1])
 
 
@@ -79,6 +82,10 @@ class Served:
             else:
                 full[key] = value
         full["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, full.get("PYTHONPATH")]))
+        if "torch" in sys.modules:  # the TF32 settings in force here hold there too
+            import torch
+
+            full[TF32_ENV] = "1" if torch.backends.cudnn.allow_tf32 else "0"
         self.env = {k: full.get(k) for k in (env or {})}
         self._log = tempfile.TemporaryFile(prefix="conformance-export-server-")  # noqa: SIM115
         p2c_r, p2c_w = os.pipe()
@@ -151,9 +158,22 @@ def _load(kind: str, path: str) -> Any:
     return torch._inductor.aoti_load_package(path)
 
 
+def _math_modes(tf32: str | None) -> None:
+    """The TF32 settings of the process that started the server (``TF32_ENV``: "1" on,
+    "0" off), so that a served program computes as the building process would have."""
+    import torch
+
+    if tf32 in ("0", "1"):
+        on = tf32 == "1"
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+        torch.set_float32_matmul_precision("high" if on else "highest")
+
+
 def serve(inbox: Connection, outbox: Connection) -> None:
     import torch
 
+    _math_modes(os.environ.get(TF32_ENV))
     program = None
     while True:
         try:

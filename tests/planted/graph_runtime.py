@@ -461,6 +461,18 @@ def _faulty(name: str, graph: type[Graph] = Graph, same_kernels: bool = True,
     return runtime
 
 
+class _SkipsCudagraphs(Graph):
+    """The tape, plus one skipped CUDA graph reported at capture the way Inductor reports it
+    (``counters["inductor"]["cudagraph_skips"]``), as reduce-overhead does on the CPU: the
+    same check as ``reduce_overhead_on_cpu`` without its compile (CI runs this one)."""
+
+    def __init__(self, *args: Any) -> None:
+        from torch._dynamo.utils import counters
+
+        counters["inductor"]["cudagraph_skips"] += 1
+        super().__init__(*args)
+
+
 class _ReduceOverheadOnCpu(ReduceOverhead):
     """The shipped reduce-overhead runtime re-declared for the CPU, where no CUDA graph
     exists: torch.compile skips its cudagraphs and runs Inductor's code."""
@@ -483,6 +495,7 @@ stale_graphed = _faulty("stale_graphed", graphed_class=_StaleGraphed)
 # the proof of replay
 replays_by_calling = _faulty("replays_by_calling", _ByCalling, runtime_class=_ByCallingRuntime)
 reduce_overhead_on_cpu = _ReduceOverheadOnCpu()
+skips_cudagraphs = _faulty("skips_cudagraphs", _SkipsCudagraphs)
 skips_unchanged_replays = _faulty("skips_unchanged_replays", _SkipsUnchanged)
 # the pitfalls (conformance/areas/graphs/test_pitfalls.py)
 rng_ignores_eager_draws = _faulty("rng_ignores_eager_draws", _IgnoresEagerDraws, left=None)
@@ -511,6 +524,7 @@ _FLAGGED_BY = {
     "stale_graphed": ("test_graphed_training[stale_graphed-float32]",),
     "replays_by_calling": ("test_replay_equals_eager[replays_by_calling-float32-mlp]",),
     "reduce_overhead_on_cpu": ("test_replay_equals_eager[reduce_overhead_on_cpu-float32-mlp]",),
+    "skips_cudagraphs": ("test_replay_equals_eager[skips_cudagraphs-float32-mlp]",),
     "skips_unchanged_replays": ("test_memory_flat[skips_unchanged_replays-float32]",),
     "rng_ignores_eager_draws": ("test_graphed_eager_graphed_rng[rng_ignores_eager_draws]",),
     "frozen_generator": ("test_registered_generator[frozen_generator]",),

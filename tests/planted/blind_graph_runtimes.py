@@ -67,6 +67,37 @@ Faults (one line each; the docstrings say more):
   capture (sample_args), not those of the latest forward;
 - ``graphed_no_input_grad``: a graphed module that copies inputs into its static buffers
   without autograd, so no gradient reaches its inputs (nor modules before it).
+
+Killed by (``AFTER``, asserted by tests/test_graph_blind.py in CI; ``TODAY`` is the record at
+0f79775; before = TODAY's verdict; ids are conformance/areas/graphs tests, float32):
+
+=============================  ===========  ===================================================
+fault                          before       killed by (the check)
+=============================  ===========  ===================================================
+captures_nothing               killed       test_replay_equals_eager[...-mlp] (replay == eager)
+version_dirty_check            killed       test_two_graphs_interleaved_rng[...-own] (replay
+                                            counter; also test_random's values)
+first_element_dirty_check      killed       test_two_graphs_interleaved_rng[...-own] (same)
+byte_count_staging             killed       test_replay_equals_eager[...-mlp]
+mutation_lost                  survived     test_input_mutated_in_place (new: the caller's
+                                            input holds the in-place update)
+rng_ignores_eager_draws        survived     test_graphed_eager_graphed_rng (pitfalls, e92e315)
+rng_global_not_advanced        killed       test_graphed_eager_graphed_rng
+rng_frozen_generator           survived     test_registered_generator (pitfalls, e92e315)
+frozen_distributions           killed       test_two_graphs_interleaved_rng[...-own]
+rng_pool_shared_offset         survived     test_two_graphs_interleaved_rng[...-shared] (new:
+                                            the second graph in the first's pool)
+cache_by_code                  survived     test_same_code_new_weights (new: one code, other
+                                            weights, one static input)
+reset_keeps_memory             survived     test_memory_over_captures (pitfalls, e92e315)
+sync_check_item_only           survived     test_sync_in_capture[...-tolist] (pitfalls; also
+                                            [...-nonzero])
+pool_scratch_in_live_outputs   killed       test_shared_pool
+graphed_stale_activations      killed       test_graphed_training
+graphed_no_input_grad          survived     test_graphed_training (changed: eager model[0] ->
+                                            graphed model[1:], the sample requires grad)
+correct, correct_staged        pass         every killing test above
+=============================  ===========  ===================================================
 """
 
 from __future__ import annotations
@@ -659,3 +690,42 @@ TODAY: dict[str, str] = {
                                  "[graphed_stale_activations-float32]",
     "graphed_no_input_grad": "survives",
 }
+
+# after the checks were mended (tests/test_graph_blind.py asserts it): fault -> (the test
+# that kills it in CI, float32, and the check that says so)
+KILLED_BY: dict[str, tuple[str, str]] = {
+    "captures_nothing": ("test_replay_equals_eager[captures_nothing-float32-mlp]",
+                        "replay == eager (outputs)"),
+    "version_dirty_check": ("test_two_graphs_interleaved_rng[version_dirty_check-own]",
+                           "the graph's replay counter equals the replays asked for"),
+    "first_element_dirty_check": ("test_two_graphs_interleaved_rng[first_element_dirty_check-own]",
+                                 "the graph's replay counter equals the replays asked for"),
+    "byte_count_staging": ("test_replay_equals_eager[byte_count_staging-float32-mlp]",
+                          "replay == eager (outputs)"),
+    "mutation_lost": ("test_input_mutated_in_place[mutation_lost]",
+                     "the input updated in place == eager's"),
+    "rng_ignores_eager_draws": ("test_graphed_eager_graphed_rng[rng_ignores_eager_draws]",
+                               "graphed -> eager -> graphed == eager x 6"),
+    "rng_global_not_advanced": ("test_graphed_eager_graphed_rng[rng_global_not_advanced]",
+                               "graphed -> eager -> graphed == eager x 6"),
+    "rng_frozen_generator": ("test_registered_generator[rng_frozen_generator]",
+                            "of a generator seeded the same"),
+    "frozen_distributions": ("test_two_graphs_interleaved_rng[frozen_distributions-own]",
+                            "interleaved replays == interleaved eager calls"),
+    "rng_pool_shared_offset": ("test_two_graphs_interleaved_rng[rng_pool_shared_offset-shared]",
+                              "interleaved replays == interleaved eager calls"),
+    "cache_by_code": ("test_same_code_new_weights[cache_by_code]",
+                     "the second graph == its MLP (other weights)"),
+    "reset_keeps_memory": ("test_memory_over_captures[reset_keeps_memory]",
+                          "memory allocated flat over"),
+    "sync_check_item_only": ("test_sync_in_capture[sync_check_item_only-tolist]",
+                            "capture with tolist inside raises"),
+    "pool_scratch_in_live_outputs": ("test_shared_pool[pool_scratch_in_live_outputs-float32]",
+                                    "the first graph's outputs after the second replayed"),
+    "graphed_stale_activations": ("test_graphed_training[graphed_stale_activations-float32]",
+                                 "step 1: parameters"),
+    "graphed_no_input_grad": ("test_graphed_training[graphed_no_input_grad-float32]",
+                             "step 1: parameters"),
+}
+AFTER: dict[str, str] = {name: f"killed by {test}" for name, (test, _) in KILLED_BY.items()}
+AFTER.update({"correct": "passes (correct)", "correct_staged": "passes (correct)"})

@@ -102,24 +102,25 @@ def _pooled(base_err: dict[tuple[int, int], list[float]], size: tuple[int, int]
 
 
 def _compare(record: Record, model: Model, got: list[dict[str, Any]], ref: tuple,
-             base_err: list[float], dtype: str, baseline: str) -> None:
-    """Check each output of one size."""
+             base_err: list[float], dtype: str, baseline: str, prefix: str = "") -> None:
+    """Check each output of one size (check names start with ``prefix``)."""
     if len(got) != len(ref):
         names = ", ".join(model.outputs)
-        record.require(exact("output structure", 1, 1,
+        record.require(exact(f"{prefix}output structure", 1, 1,
                              f"{len(got)} outputs, expected {len(ref)} ({names})"))
     for name, g, r, b in zip(model.outputs, got, ref, base_err, strict=True):
         if g["dtype"] != dtype:
-            record.require(exact("output dtype", 1, 1, f"{name} is {g['dtype']}, not {dtype}"))
+            record.require(exact(f"{prefix}output dtype", 1, 1,
+                                 f"{name} is {g['dtype']}, not {dtype}"))
         values = g["values"]
         if values is None or values.shape != r.shape:
             shape = None if values is None else values.shape
-            record.require(exact("output shape", 1, 1, f"{name} has shape {shape}, "
+            record.require(exact(f"{prefix}output shape", 1, 1, f"{name} has shape {shape}, "
                                                       f"expected {r.shape}"))
         err = _max_err(values, r)
         atol = torch.finfo(getattr(torch, dtype)).eps * float(np.max(np.abs(r), initial=0.0))
         record.require(Measurement(
-            f"{name} (error ratio rule)", err, RATIO * b + atol,
+            f"{prefix}{name} (error ratio rule)", err, RATIO * b + atol,
             f"max|out - ref| {err:.3g}, max|base - ref| {b:.3g} ({baseline}; x{RATIO:g} "
             f"+ eps max|ref| {atol:.3g})"))
 

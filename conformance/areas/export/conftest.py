@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.areas.export.plan import planned, planned_shape, planned_tf32
+from conformance.areas.export.plan import planned, planned_calls, planned_shape, planned_tf32
 from conformance.harness.runstate import STATE, left_out_by_profile
 
 LEFT_OUT = pytest.StashKey[int]()
@@ -18,6 +18,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         spec = getattr(item, "callspec", None)
         params = spec.params if spec else {}
         test = getattr(item, "originalname", "")
+        if test == "test_calls":
+            dtype = str(params.get("dtype", "")).removeprefix("torch.")
+            name = getattr(params.get("impl"), "name", "")
+            (keep if planned_calls(name, dtype, profile) else drop).append(item)
+            continue
         if test not in ("test_roundtrip", "test_roundtrip_tf32", "test_shape") or (
                 "model" not in params and "shape" not in params):
             keep.append(item)

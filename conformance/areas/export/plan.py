@@ -86,3 +86,11 @@ def planned_shape(impl: str, shape: str, dtype: str, profile: str) -> bool:
     if impl == "export.while_loop":
         return shape == "lstm_derived"
     return profile != "ci" or shape in CI_SHAPES.get(impl, (shape,))
+
+
+def planned_calls(impl: str, dtype: str, profile: str) -> bool:
+    """test_calls.py: every path in float32 (aoti's and executorch's two builds each in
+    dev), every dtype in thorough; an implementation plugged in runs all it declares."""
+    if impl not in PLANNED or profile == "thorough":
+        return True
+    return dtype == "float32" and (impl not in HEAVY or profile == "dev")

@@ -53,7 +53,7 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
-from impls.export_loader import Served
+from impls.export_loader import fresh
 
 FEATURES = ["dynamic.batch", "dynamic.seq"]
 _DIR: Path | None = None
@@ -245,7 +245,7 @@ def export_strict(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> 
 def export_saved(module: torch.nn.Module, args: tuple, dynamic_shapes: Any) -> Program:
     """Export, ``torch.export.save`` to a ``.pt2``; a fresh Python process (impls/export_loader.py)
     ``torch.export.load``s it and runs it: nothing of this process's state comes along."""
-    server = Served()  # the interpreter and torch load while this process exports
+    server = fresh()  # a process that has loaded nothing (impls/export_loader.py)
     path = _artefact(".pt2")
     torch.export.save(exported(module, args, dynamic_shapes), path)
     server.load("export.saved", path)
@@ -281,7 +281,7 @@ def aoti_package(module: torch.nn.Module, args: tuple, dynamic_shapes: Any
 
 
 def _aoti(module: torch.nn.Module, args: tuple, dynamic_shapes: Any, check: bool) -> Program:
-    server = Served({CHECK_INPUTS: "1" if check else None})
+    server = fresh({CHECK_INPUTS: "1" if check else None})
     path, ep = aoti_package(module, args, dynamic_shapes)
     server.load("aoti", path)
     return Program(server, dynamic_dims(ep), path, trace_of(dynamic_shapes, True))

@@ -9,6 +9,7 @@ the outputs back, or the first line of the exception it raised (re-raised here a
 ``Refused``, so the area sees a refusal). If the server dies (a signal, an exit) the call
 raises ``ServerDied`` naming the signal. The server is stopped (a bounded wait, then
 SIGKILL of its process group) when the ``Served`` is garbage-collected or at exit.
+``fresh(env)`` hands out a spare server started at the previous call (never used before).
 ``env``: variables set (a value) or removed (None) in the server's environment, e.g.
 ``AOTI_RUNTIME_CHECK_INPUTS``, which an AOTInductor package reads once per process. The
 TF32 settings of the starting process (cuDNN's and matmul's allow_tf32) are set in the
@@ -21,6 +22,7 @@ the caller wrote itself.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import pickle
 import signal
@@ -82,10 +84,9 @@ class Served:
             else:
                 full[key] = value
         full["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, full.get("PYTHONPATH")]))
-        if "torch" in sys.modules:  # the TF32 settings in force here hold there too
-            import torch
-
-            full[TF32_ENV] = "1" if torch.backends.cudnn.allow_tf32 else "0"
+        tf32 = _tf32_now()  # the TF32 settings in force here hold there too
+        if tf32 is not None:
+            full[TF32_ENV] = tf32
         self.env = {k: full.get(k) for k in (env or {})}
         self._log = tempfile.TemporaryFile(prefix="conformance-export-server-")  # noqa: SIM115
         p2c_r, p2c_w = os.pipe()
@@ -148,6 +149,30 @@ class Served:
         return self._proc.poll() is None
 
 
+# A spare server per environment, started when the previous one is handed out: the next
+# artefact gets a process that has never loaded anything (as fresh as a new one) whose
+# interpreter and torch already loaded, off the round trip's critical path (~3 s each).
+_SPARES: dict[tuple, Served] = {}
+
+
+def _tf32_now() -> str | None:
+    if "torch" not in sys.modules:
+        return None
+    import torch
+
+    return "1" if torch.backends.cudnn.allow_tf32 else "0"
+
+
+def fresh(env: dict[str, str | None] | None = None) -> Served:
+    """A server that has loaded nothing yet, with ``env`` and this process's TF32 settings."""
+    key = (tuple(sorted((env or {}).items())), _tf32_now())
+    server = _SPARES.pop(key, None)
+    if server is None or not server.alive:
+        server = Served(env)
+    _SPARES[key] = Served(env)
+    return server
+
+
 # ---- the server side ------------------------------------------------------------------------
 
 def _load(kind: str, path: str) -> Any:
@@ -174,6 +199,10 @@ def serve(inbox: Connection, outbox: Connection) -> None:
     import torch
 
     _math_modes(os.environ.get(TF32_ENV))
+    # what loading needs, imported while the server waits for work (a spare's head start)
+    for name in ("torch.export", "torch._export.serde.serialize", "torch._inductor.package"):
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
     program = None
     while True:
         try:

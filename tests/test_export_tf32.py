@@ -64,7 +64,7 @@ def _verdict(spec: str, model: str, tf32_rule: bool) -> list[str]:
 def test_tf32_rule(model):
     """TF32 products pass the TF32 rule and fail the strict one; bfloat16 products fail
     both; plain export passes both."""
-    tf32_prog, bf16_prog = "planted.export_tf32:tf32_products", "planted.export_tf32:bf16_products"
+    tf32_prog, bf16_prog = (f"tests.planted.export_tf32:{n}_products" for n in ("tf32", "bf16"))
     assert _verdict("impls.export:export", model, True) == []
     assert _verdict(tf32_prog, model, True) == []
     assert any("error ratio rule" in f for f in _verdict(tf32_prog, model, False))

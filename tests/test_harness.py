@@ -190,6 +190,10 @@ def test_unmatched_matrix_entries_are_reported_under_xdist(suite):
 def test_areas_missing_from_a_matrix_are_unsupported(suite):
     run = suite(str(SUITE / "topk"), MATRIX,
                 "--device=cpu", "-n", "0", "-q", "-k", "test_k_extremes or test_random")
+    assert run.returncode == 1 and any(v.startswith("nothing ran") for v in
+                                       run.report["vacuous"]), run.output[-2000:]
+    run = suite(str(SUITE / "topk"), MATRIX, "--device=cpu", "-n", "0", "-q",
+                "-k", "test_k_extremes or test_random", "--allow-empty")
     assert run.returncode == 0, run.output[-2000:]
     assert run.report["summary"]["unsupported"] == 2
     assert all("has no area 'topk'" in r["reason"] for r in run.report["results"])

@@ -15,7 +15,13 @@ semantics of ``torch.distributed._functional_collectives.<op>``, taking ``group`
 - ``all_reduce_coalesced(xs, reduceOp, group)``, ``all_gather_into_tensor_coalesced(xs,
   group)`` (dim 0), ``reduce_scatter_tensor_coalesced(xs, reduceOp, scatter_dims, group)``:
   lists in, lists out
-- ``broadcast(x, src, group)``
+- ``broadcast(x, src, group)``: ``src`` is the source's rank in ``group`` (as the functional
+  collectives take it; ``torch.distributed.broadcast`` takes a global rank)
+
+``group`` may be a subgroup of non-adjacent ranks or a DeviceMesh dimension's group: ranks,
+chunks and sources are the group's, never the global ones. Inputs run from one element to
+megabytes (odd counts, offset storage); some ranks' cotangents may be zero (each rank still
+runs its backward).
 
 The functional collectives return tensors that wait on first use; an implementation may
 return plain tensors. Declared features (``conformance_features``): ``op.<reduceOp>``,
@@ -120,10 +126,18 @@ def nn_all_to_all_single(x: torch.Tensor, output_split_sizes: list[int] | None,
     return nnf.all_to_all_single(out, x, output_split_sizes, input_split_sizes, group=group)
 
 
+def global_rank(group: Any, group_rank: int) -> int:
+    """The global rank of ``group_rank`` in ``group`` (WORLD: the same)."""
+    if group is None or group is dist.group.WORLD:
+        return group_rank
+    return dist.get_global_rank(group, group_rank)
+
+
 def nn_broadcast(x: torch.Tensor, src: int, group: Any) -> torch.Tensor:
     from torch.distributed.nn import functional as nnf
 
-    return nnf.broadcast(x, src, group=group)
+    # the contract's src is the group rank (the functional API's); c10d takes a global one
+    return nnf.broadcast(x, global_rank(group, src), group=group)
 
 
 _LEGACY = ["backward", *(f"op.{op}" for op in REDUCE_OPS)]  # graph breaks: no compile

@@ -212,10 +212,12 @@ def reduce_scatter(xs: list[np.ndarray], op: str = "sum", scatter_dim: int = 0
 
 def reduce_scatter_adjoint(xs: list[np.ndarray], gs: list[np.ndarray],
                            op: str = "sum", scatter_dim: int = 0) -> list[np.ndarray]:
-    """y_r = chunk r of sum_s x_s, so dL/dx_s = concatenate(gs, scatter_dim) for every s
-    (times 1/W for avg); other ops: ValueError."""
-    if op not in ("sum", "avg"):
-        raise ValueError(f"reduce_scatter adjoint is defined for 'sum' / 'avg', not {op!r}")
+    """y_r = chunk r of reduce_s x_s. With G = concatenate(gs, scatter_dim) (every element's
+    cotangent, whichever rank keeps it): sum gives dL/dx_s = G for every s (G / W for avg);
+    product G prod_{t != s} x_t; min / max route G to the rank holding the extremum at each
+    element (0 on the others), a ValueError where ranks tie (no unique subgradient)."""
+    if op not in OPS:
+        raise ValueError(f"unknown reduce op {op!r}; expected one of {OPS}")
     xs = _f64(xs)
     shape = _same_shape(xs)
     w = len(xs)
@@ -225,9 +227,18 @@ def reduce_scatter_adjoint(xs: list[np.ndarray], gs: list[np.ndarray],
     chunk = (*shape[:ax], shape[ax] // w, *shape[ax + 1:])
     gs = _check_cotangents(gs, [chunk] * w)
     grad = np.concatenate(gs, axis=ax)
+    if op == "sum":
+        return [grad.copy() for _ in xs]
     if op == "avg":
-        grad = grad / w
-    return [grad.copy() for _ in xs]
+        return [grad / w for _ in xs]
+    if op == "product":
+        return [grad * p for p in _prod_except(xs)]
+    stack = np.stack(xs)
+    best = stack.min(axis=0) if op == "min" else stack.max(axis=0)
+    holders = stack == best
+    if np.any(holders.sum(axis=0) > 1):
+        raise ValueError(f"reduce_scatter {op!r}: ranks tie, the gradient is not unique")
+    return [np.where(holders[s], grad, 0.0) for s in range(w)]
 
 
 # ----------------------------------------------------------------------------- all_to_all_single

@@ -209,6 +209,9 @@ FD_CASES = [c for c in CASES if c[3][0].size <= 24] + [
      [A([[1.5, 0.], [2., -1.]]), A([[-.5, 2.], [0.75, 3.]]), A([[2., 1.25], [-1., .5]])]),
     ("product-w2", lambda x: cl.all_reduce(x, "product"),
      lambda x, g: cl.all_reduce_adjoint(x, g, "product"), [A([0., 2.]), A([3., -1.])]),
+    ("reduce_scatter-product", lambda x: cl.reduce_scatter(x, "product", 1),
+     lambda x, g: cl.reduce_scatter_adjoint(x, g, "product", 1),
+     [A([[1.5, 0., 2., -1.]]), A([[-.5, 2., .75, 3.]])]),
 ]
 
 
@@ -267,10 +270,10 @@ def test_errors():
     for op in ("min", "max"):
         with pytest.raises(ValueError):  # ranks tie: no unique gradient
             cl.all_reduce_adjoint([A([1., 2.]), A([1., 4.])], xs, op)
-        with pytest.raises(ValueError):
-            cl.reduce_scatter_adjoint(xs, [A([1.]), A([1.])], op)
+        with pytest.raises(ValueError):  # ranks tie at element 0
+            cl.reduce_scatter_adjoint([A([1., 2.]), A([1., 4.])], [A([1.]), A([1.])], op)
     with pytest.raises(ValueError):
-        cl.reduce_scatter_adjoint(xs, [A([1.]), A([1.])], "product")
+        cl.reduce_scatter_adjoint(xs, [A([1.]), A([1.])], "mean")
     with pytest.raises(ValueError):
         cl.all_reduce(xs, "mean")
     with pytest.raises(ValueError):
@@ -340,3 +343,25 @@ def test_extremum_adjoint_routes_to_the_holder():
                 fd = sum(np.vdot(g, a) - np.vdot(g, b)
                          for g, a, b in zip(gs, up, down, strict=True))
                 assert abs(fd / (2 * h) - adj[r][idx]) < 1e-6
+
+
+def test_reduce_scatter_extremum_adjoint_routes_to_the_holder():
+    """reduce_scatter min / max: the cotangent of each element (whichever rank keeps its
+    chunk) goes to the rank holding the extremum there (hand-computed and by central
+    differences away from ties)."""
+    xs = [A([1., 5., 0., 9.]), A([3., 4., 2., -1.])]
+    gs = [A([10., 20.]), A([1., 2.])]  # rank 0 keeps elements 0-1, rank 1 elements 2-3
+    mx = cl.reduce_scatter_adjoint(xs, gs, "max")
+    assert np.array_equal(mx[0], A([0., 20., 0., 2.])) and \
+        np.array_equal(mx[1], A([10., 0., 1., 0.]))
+    mn = cl.reduce_scatter_adjoint(xs, gs, "min")
+    assert np.array_equal(mn[0], A([10., 0., 1., 0.])) and \
+        np.array_equal(mn[1], A([0., 20., 0., 2.]))
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((6, 2)) for _ in range(3)]
+    gs = [rng.standard_normal((2, 2)) for _ in range(3)]
+    for op in ("min", "max"):
+        adj = cl.reduce_scatter_adjoint(xs, gs, op)
+        fd = _fd_grad(lambda v, op=op: _inner(gs, cl.reduce_scatter(v, op)), xs)
+        for got, want in zip(adj, fd, strict=True):
+            assert_allclose(got, want, rtol=1e-6, atol=1e-6)

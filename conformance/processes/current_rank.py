@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 _GROUP: dict[str, Any] = {}
+_SUBGROUPS: dict[tuple[Any, ...], tuple[int | None, Any]] = {}
 
 
 def join_group(spec: str, device: str) -> dict[str, Any]:
@@ -75,6 +76,39 @@ def group() -> Any:
     import torch.distributed as dist
 
     return dist.group.WORLD
+
+
+def subgroup(groups: tuple[tuple[int, ...], ...], mesh: bool = False
+             ) -> tuple[int | None, Any]:
+    """(index of this rank's group in ``groups`` or None, that process group), made once
+    per layout on every rank of the world in the same order (group creation is collective).
+    ``mesh``: the groups are dimension 0 of a 2-D DeviceMesh of shape (2, W / 2) (ranks
+    r and r + W / 2), made by ``init_device_mesh``; else ``dist.new_group`` per group."""
+    import torch.distributed as dist
+
+    key = (groups, mesh)
+    if key not in _SUBGROUPS:
+        me = rank()
+        mine = next((i for i, g in enumerate(groups) if me in g), None)
+        if mesh:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            half = world() // 2
+            kind = device().split(":")[0]
+            dm = init_device_mesh(kind, (2, half), mesh_dim_names=("dp", "tp"))
+            want = tuple(sorted(g) for g in groups)
+            have = tuple(sorted((j, j + half)) for j in range(half))
+            if sorted(map(tuple, want)) != sorted(map(tuple, have)):
+                raise ValueError(f"groups {groups} are not dimension 0 of a (2, {half}) mesh")
+            handle = dm.get_group("dp")
+        else:
+            handle = None
+            for i, g in enumerate(groups):
+                made = dist.new_group(list(g))
+                if i == mine:
+                    handle = made
+        _SUBGROUPS[key] = (mine, handle)
+    return _SUBGROUPS[key]
 
 
 def probe(timeout_s: float = 10.0) -> dict[str, Any]:

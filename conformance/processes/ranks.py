@@ -319,6 +319,11 @@ def _replace(key: Key, pool: RankPool, start: bool) -> None:
         _pools[key] = RankPool(pool.backend, pool.device, pool.world, pool.env)
 
 
+def running() -> int:
+    """How many pools this process holds."""
+    return len(_pools)
+
+
 def shutdown() -> None:
     """Stop every pool (at exit, and at the end of a pytest session)."""
     with _lock:

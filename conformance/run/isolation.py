@@ -41,6 +41,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutdown_children()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Rank pools stop when their area's last test ends (the next test is in another
+    folder): W idle rank processes per world size would otherwise hold memory and device
+    contexts while the other areas run (the scheduler keeps an area's tests together)."""
+    from conformance.processes import ranks
+
+    if ranks.running() and (nextitem is None or nextitem.path.parent != item.path.parent):
+        ranks.shutdown()
+
+
 class Isolated:
     """``isolated(fn, *args, timeout=None, env=None, **kwargs) -> Outcome``: run a case in a
     child process on the run's device; ``explain()`` gives a failure message's tail."""

@@ -42,6 +42,25 @@ def _tensors(values: list[np.ndarray], dtype: torch.dtype, layout: str,
     return out
 
 
+def _cotangent(g: np.ndarray, dtype: torch.dtype, layout: str) -> torch.Tensor:
+    """This rank's cotangent: contiguous, "transposed", or "expanded": one value broadcast
+    with every stride 0 (what ``y.sum()`` gives; the case draws a constant cotangent)."""
+    if layout == "expanded" and g.size:
+        if not np.all(g == g.flat[0]):
+            raise ValueError("an expanded cotangent needs one value")
+        return from_numpy(g.reshape(-1)[:1], dtype, here.device()).reshape(
+            (1,) * g.ndim).expand(g.shape)
+    return relayout(from_numpy(g, dtype, here.device()), layout)
+
+
+def _wire(t: torch.Tensor) -> np.ndarray:
+    """A result's exact values, as small as they travel: float32 for float32 and the half
+    types (exact), float64 otherwise (``check_case`` widens them to float64)."""
+    if t.dtype in (torch.float32, torch.float16, torch.bfloat16):
+        return t.detach().to("cpu", torch.float32).numpy()
+    return exact_numpy(t)
+
+
 def _as_list(y: Any) -> list[torch.Tensor]:
     return list(y) if isinstance(y, (list, tuple)) else [y]
 
@@ -53,10 +72,11 @@ def _error(exc: BaseException) -> dict[str, str]:
             "message": str(exc).split("\n")[0][:300], "where": where}
 
 
-def _call(fn: Callable[..., Any], case: dict[str, Any], xs: list[torch.Tensor]) -> Any:
-    args = tuple(case["args"][here.rank()])
+def _call(fn: Callable[..., Any], case: dict[str, Any], xs: list[torch.Tensor],
+          rank: int | None = None, group: Any = None) -> Any:
+    args = tuple(case["args"][here.rank() if rank is None else rank])
     x = xs if case["op"] in COALESCED else xs[0]
-    return fn(x, *args, here.group())
+    return fn(x, *args, here.group() if group is None else group)
 
 
 def eager(case: dict[str, Any]) -> dict[str, Any]:
@@ -76,29 +96,60 @@ def compiled(case: dict[str, Any], backend: str) -> dict[str, Any]:
     return _run(torch.compile(traced, fullgraph=True, backend=backend), case)
 
 
-def _run(fn: Callable[..., Any], case: dict[str, Any]) -> dict[str, Any]:
+def seeded(payload: dict[str, Any]) -> dict[str, Any]:
+    """``eager`` of a case this rank builds itself (``payload["build"]``: the arguments of
+    ``catalogue.from_seed``; ``spec``, ``layout``, ``backward``): a large case's inputs
+    are made on every rank instead of being sent to each."""
+    from conformance.areas.collectives.catalogue import from_seed
+
+    case = from_seed(**payload["build"]).payload(payload["spec"], payload["layout"],
+                                                  payload["backward"])
+    return _run(_impl(case["spec"]), case)
+
+
+def in_groups(payload: dict[str, Any]) -> dict[str, Any]:
+    """A case per subgroup (``payload["groups"]``: global ranks per group, ``"mesh"``: the
+    groups are a 2-D DeviceMesh's dimension 0, ``"cases"``: one ``eager`` case per group,
+    indexed by group rank): this rank runs its group's case on that group, as the group's
+    rank; a rank in no group returns at once (``idle``)."""
+    groups = tuple(tuple(g) for g in payload["groups"])
+    mine, group = here.subgroup(groups, payload.get("mesh", False))
+    if mine is None:
+        return {"rank": here.rank(), "idle": True}
+    case = payload["cases"][mine]
+    k = groups[mine].index(here.rank())
+    out = _run(_impl(case["spec"]), case, rank=k, group=group)
+    return {**out, "global_rank": here.rank(), "group": mine}
+
+
+def _run(fn: Callable[..., Any], case: dict[str, Any], rank: int | None = None,
+         group: Any = None) -> dict[str, Any]:
     dtype = getattr(torch, case["dtype"])
-    rank = here.rank()
+    rank = here.rank() if rank is None else rank
     inputs = case["inputs"][rank]
     values = inputs if case["op"] in COALESCED else [inputs]
     backward = case.get("cotangents") is not None
     xs = _tensors(values, dtype, case.get("layout", "contiguous"), backward)
-    ys = _as_list(_call(fn, case, xs))
+    given = list(xs)  # the implementation gets its own list: we differentiate our leaves
+    ys = _as_list(_call(fn, case, given, rank, group))
     out: dict[str, Any] = {
-        "rank": rank, "y": [exact_numpy(y) for y in ys],
+        "rank": rank, "y": [_wire(y) for y in ys],
         "y_dtype": [str(y.dtype).removeprefix("torch.") for y in ys],
         "y_device": [y.device.type for y in ys],
         "requires_grad": [bool(y.requires_grad) for y in ys],
+        "list_changed": [i for i, (a, b) in enumerate(zip(given, xs, strict=True))
+                         if a is not b] if case["op"] in COALESCED else [],
         "grad": None, "backward_error": None,
     }
     if backward:
-        gs = [from_numpy(g, dtype, here.device()) for g in _as_list(case["cotangents"][rank])]
+        gs = [_cotangent(g, dtype, case.get("cotangent_layout", "contiguous"))
+              for g in _as_list(case["cotangents"][rank])]
         try:
             grads = torch.autograd.grad(ys, xs, gs, allow_unused=True)
         except Exception as exc:  # reported: some ops have no backward by design
             out["backward_error"] = _error(exc)
         else:
-            out["grad"] = [None if g is None else exact_numpy(g) for g in grads]
+            out["grad"] = [None if g is None else _wire(g) for g in grads]
     return out
 
 

@@ -35,6 +35,26 @@ LINEAR = ("sum", "avg")  # the reductions with a gradient
 SPLITS = ("even", "uneven", "zero", "none")  # all_to_all_single split kinds
 
 
+# input magnitudes: 2^e times N(0, 1) values, far from 1 yet clear of overflow (W <= 8
+# ranks of |x| < 8 * 2^e) and, for "small", where sums stay exact-or-normal: a kernel that
+# reduces in a narrower type (bfloat16 through float16, say) overflows or flushes there
+SCALES = {"float16": {"unit": 0, "large": 10, "small": -12},
+          "bfloat16": {"unit": 0, "large": 100, "small": -100},
+          "float32": {"unit": 0, "large": 100, "small": -100},
+          "float64": {"unit": 0, "large": 900, "small": -900}}
+
+
+def scaled(op: str, reduce_op: str, scale: str) -> bool:
+    """Whether inputs of ``scale`` keep the case's bounds: moves, sums, min / max any; avg
+    not "small" (1/W of a value near underflow is not within its relative bound); product
+    "unit" only (W factors of 2^e overflow)."""
+    if scale == "unit" or op not in REDUCING:
+        return True
+    if reduce_op == "product":
+        return False
+    return not (reduce_op == "avg" and scale == "small")
+
+
 @dataclass
 class Case:
     """One collective case: what the ranks get (``payload``) and what they must return."""
@@ -46,7 +66,7 @@ class Case:
     inputs: list[Any]  # per rank: an array (a list of arrays when coalesced)
     args: list[tuple[Any, ...]]  # per rank
     forward: Callable[[list[Any]], list[list[np.ndarray]]]
-    adjoint: Callable[[list[Any], list[Any]], list[list[np.ndarray]]] | None
+    adjoint: Callable[[list[Any], list[Any]], list[list[np.ndarray]]]
     terms: tuple[int, int]  # summands per output element: forward, adjoint
     reduce_op: str = ""
     cotangents: list[Any] | None = field(default=None)
@@ -68,17 +88,24 @@ def _listed(fn: Callable[..., Any], coalesced: bool) -> Callable[..., list[list[
 
 def build(op: str, world: int, dtype: str, rng: np.random.Generator, *,
           reduce_op: str = "sum", dim: int = 0, rows: int = 2, cols: int = 3,
-          splits: str = "even", count: int = 2, src: int = 0) -> Case:
+          splits: str = "even", count: int = 2, src: int = 0, scale: str = "unit") -> Case:
     """A case of ``op`` over ``world`` ranks: ``rows`` x ``cols`` inputs (``rows`` per
     rank for all_to_all, ``rows`` * W for the scattering ops), ``dim`` the gather/scatter
-    dim, ``count`` tensors for the coalesced ops."""
+    dim, ``count`` tensors for the coalesced ops; ``scale`` ("unit", "large", "small"):
+    the inputs times 2^SCALES[dtype][scale] (see ``scaled``)."""
     w = world
+    shift = SCALES[dtype][scale]
 
     def draw(shape: tuple[int, ...]) -> np.ndarray:
         return rounded(rng.standard_normal(shape), dtype)
 
-    draw_in = _distinct_across_ranks(rng, w) if reduce_op in ("min", "max") and \
-        op in REDUCING else draw
+    def draw_x(shape: tuple[int, ...]) -> np.ndarray:  # scaled, then rounded
+        return rounded(np.ldexp(rng.standard_normal(shape), shift), dtype)
+
+    if shift and not scaled(op, reduce_op, scale):
+        raise ValueError(f"scale {scale!r} does not apply to {op} {reduce_op}")
+    draw_in = _distinct_across_ranks(rng, w, shift) if reduce_op in ("min", "max") and \
+        op in REDUCING else draw_x
 
     params: dict[str, Any] = {"world": w, "rows": rows, "cols": cols}
     if op == "all_reduce":
@@ -127,18 +154,28 @@ def build(op: str, world: int, dtype: str, rng: np.random.Generator, *,
         terms = (1, w)
         params["src"] = src
     elif op in COALESCED:
-        return _coalesced(op, w, dtype, rng, reduce_op, rows, cols, count, draw, draw_in)
+        case = _coalesced(op, w, dtype, rng, reduce_op, rows, cols, count, draw, draw_in)
+        if scale != "unit":
+            case.params["scale"] = scale
+        return case
     else:
         raise ValueError(f"unknown collective {op!r}")
     if op in ("all_gather_tensor", "reduce_scatter_tensor"):
         params["dim"] = dim
     if op in REDUCING:
         params["reduce_op"] = reduce_op
-    case = Case(op, w, dtype, params, inputs, args, fwd, adj if _has_adjoint(op, reduce_op)
-                else None, terms,
+    if scale != "unit":
+        params["scale"] = scale
+    case = Case(op, w, dtype, params, inputs, args, fwd, adj, terms,
                 reduce_op if op in REDUCING else "")
     case.cotangents = [draw(y[0].shape) for y in fwd(inputs)]
     return case
+
+
+def from_seed(op: str, world: int, dtype: str, seed: int, **kwargs: Any) -> Case:
+    """``build`` with a generator seeded by ``seed``: the same case wherever it is built
+    (the parent, and each rank of a size case, whose inputs are too large to send)."""
+    return build(op, world, dtype, np.random.default_rng(seed), **kwargs)
 
 
 def _coalesced(op: str, w: int, dtype: str, rng: np.random.Generator, reduce_op: str,
@@ -158,31 +195,40 @@ def _coalesced(op: str, w: int, dtype: str, rng: np.random.Generator, reduce_op:
         adj = _listed(lambda xss, gss: oracle.all_gather_coalesced_adjoint(
             xss, gss, gather_dim=0), True)
         terms = (1, w)
-    else:
-        shapes = [(s[0] * w, s[1]) for s in shapes]
-        args = [(reduce_op, [0] * count)] * w
-        fwd = _listed(lambda xss: oracle.reduce_scatter_coalesced(xss, reduce_op, 0), True)
-        adj = _listed(lambda xss, gss: oracle.reduce_scatter_coalesced_adjoint(
-            xss, gss, reduce_op, 0), True)
+    else:  # scatter dims alternate 1, 0, 1, ... (each tensor along its own dim)
+        dims = [(i + 1) % 2 for i in range(count)]
+        shapes = [(s[0] * w, s[1]) if d == 0 else (s[0], s[1] * w)
+                  for s, d in zip(shapes, dims, strict=True)]
+        args = [(reduce_op, dims)] * w
+        fwd = _listed(lambda xss: _by_position(
+            lambda i, xs: oracle.reduce_scatter(xs, reduce_op, dims[i]), xss), True)
+        adj = _listed(lambda xss, gss: _by_position(
+            lambda i, xs, gs: oracle.reduce_scatter_adjoint(xs, gs, reduce_op, dims[i]),
+            xss, gss), True)
         terms = (w, 1)
     inputs = [[draw_in(s) for s in shapes] for _ in range(w)]
-    params = {"world": w, "shapes": [list(s) for s in shapes]}
+    params: dict[str, Any] = {"world": w, "shapes": [list(s) for s in shapes]}
+    if op == "reduce_scatter_tensor_coalesced":
+        params["scatter_dims"] = args[0][1]
     if op in REDUCING:
         params["reduce_op"] = reduce_op
-    case = Case(op, w, dtype, params, inputs, args, fwd,
-                adj if _has_adjoint(op, reduce_op) else None, terms,
+    case = Case(op, w, dtype, params, inputs, args, fwd, adj, terms,
                 reduce_op if op in REDUCING else "")
     case.cotangents = [[draw(y.shape) for y in ys] for ys in fwd(inputs)]
     return case
 
 
-def _has_adjoint(op: str, reduce_op: str) -> bool:
-    """Whether the oracle defines the gradient: every linear collective; all_reduce's
-    product, min and max (without ties) too; not reduce_scatter's non-linear reductions."""
-    return op not in REDUCING or reduce_op in LINEAR or op.startswith("all_reduce")
+def _by_position(fn: Callable[..., list[np.ndarray]], xss: list[list[np.ndarray]],
+                 *rest: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    """``fn(i, [xss[r][i] for r], ...)`` per tensor position i, regrouped per rank."""
+    w, n = len(xss), len(xss[0])
+    cols = [fn(i, [xss[r][i] for r in range(w)], *([g[r][i] for r in range(w)] for g in rest))
+            for i in range(n)]
+    return [[cols[i][r] for i in range(n)] for r in range(w)]
 
 
-def _distinct_across_ranks(rng: np.random.Generator, w: int) -> Callable[..., np.ndarray]:
+def _distinct_across_ranks(rng: np.random.Generator, w: int,
+                           shift: int = 0) -> Callable[..., np.ndarray]:
     """For min / max: inputs whose ranks differ at every element (no tie: the gradient is
     unique), half-integers exact in every dtype; called once per rank and shape, in turn."""
     pending: dict[tuple[int, ...], list[np.ndarray]] = {}
@@ -191,7 +237,8 @@ def _distinct_across_ranks(rng: np.random.Generator, w: int) -> Callable[..., np
         queue = pending.get(shape)
         if not queue:
             order = np.argsort(rng.random((w, *shape)), axis=0).astype(np.float64)
-            queue = pending[shape] = [order[r] - w / 2 + 0.5 for r in range(w)]
+            queue = pending[shape] = [np.ldexp(order[r] - w / 2 + 0.5, shift)
+                                      for r in range(w)]
         return queue.pop(0)
 
     return draw
@@ -230,10 +277,10 @@ def bound(case: Case, values: list[Any], which: str) -> list[list[np.ndarray]]:
                     for ys, ms in zip(exact, grow, strict=True)]
         magnitude = case.forward(absolute)
     else:
-        assert case.adjoint is not None
         xs = _abs(case.inputs) if case.reduce_op == "product" else case.inputs
         magnitude = case.adjoint(xs, absolute)  # min / max: routed by the signed inputs
-    k = {"avg": n + 1, "product": 2 * n}.get(case.reduce_op, n - 1)
+    # product's adjoint (sum_s g_s) prod_{t != r} x_t: n - 1 additions, W - 1 products
+    k = {"avg": n + 1, "product": n + case.world}.get(case.reduce_op, n - 1)
     factor = oracle.gamma(k, u) if k > 0 else 0.0
     return [[factor * m for m in ms] for ms in magnitude]
 

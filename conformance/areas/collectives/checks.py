@@ -16,6 +16,9 @@ import pytest
 
 from conformance.areas.collectives.catalogue import Case, bound
 from conformance.harness.compare import elementwise_bound, exact
+from conformance.harness.outcomes import missing as skip_missing
+from conformance.harness.outcomes import unsupported
+from conformance.processes.backends import missing
 from conformance.processes.ranks import RanksOutcome, run_ranks
 from oracles.collectives import U64
 
@@ -23,6 +26,7 @@ EAGER = "conformance.areas.collectives.cases:eager"
 CASE_TIMEOUT = 10.0  # seconds: a hung collective fails its test after this (cases take ms)
 NON_LINEAR = ("min", "max", "product")
 CLEAR = "non-linear reduction: backward raises a clear error or is correct"
+LIST = "the input list is left as given"  # coalesced ops: no tensor of it replaced
 
 
 def run(request: pytest.FixtureRequest, fn: str, *args: Any, timeout: float = CASE_TIMEOUT,
@@ -39,6 +43,16 @@ def run(request: pytest.FixtureRequest, fn: str, *args: Any, timeout: float = CA
     if outcome.restarted:
         rec.note(pool_restarted=outcome.restarted)
     return outcome
+
+
+def applies(impl: Any, backend: str, world: int, device: Any, reduce_op: str = "none") -> None:
+    """Skip what this host cannot run; unsupported where the implementation does not
+    declare the reduction."""
+    why = missing(backend, world, device.type)
+    if why:
+        skip_missing(why)
+    if reduce_op != "none" and not impl.caps.claims(f"op.{reduce_op}"):
+        unsupported(f"implementation {impl.name} does not declare op.{reduce_op}")
 
 
 def require_returned(record: Any, outcome: RanksOutcome) -> list[dict[str, Any]]:
@@ -58,35 +72,47 @@ def _clear_error(err: dict[str, str] | None, reduce_op: str) -> bool:
 
 
 def check_case(record: Any, case: Case, results: list[dict[str, Any]],
-               backward: bool = True) -> None:
+               backward: bool = True, names: list[str] | None = None) -> None:
     """Forward of every rank within the bound of the oracle; then, for a linear collective,
     every rank's gradient of Σ_r ⟨g_r, y_r⟩ (random g_r) within the adjoint's bound; a
-    non-linear reduction may raise a clear error at backward time instead."""
+    non-linear reduction may raise a clear error at backward time instead. ``names``: how
+    the messages name each result's rank (default "rank r")."""
     __tracebackhide__ = True
+    names = names or [f"rank {r}" for r in range(len(results))]
     expected = case.forward(case.inputs)
     fwd_bound = bound(case, case.inputs, "forward")
     for r, res in enumerate(results):
-        ys = res["y"]
+        ys = [np.asarray(y, dtype=np.float64) for y in res["y"]]
         shapes = [tuple(y.shape) for y in ys]
         want = [tuple(e.shape) for e in expected[r]]
         record.require(exact("output structure", int(shapes != want), 1,
-                             f"rank {r}: outputs {shapes}, expected {want}"))
+                             f"{names[r]}: outputs {shapes}, expected {want}"))
         wrong = [d for d in res["y_dtype"] if d != case.dtype]
         record.require(exact("output dtype", len(wrong), len(ys),
-                             f"rank {r}: {res['y_dtype']} for {case.dtype} inputs"))
+                             f"{names[r]}: {res['y_dtype']} for {case.dtype} inputs"))
         for i, (y, e, b) in enumerate(zip(ys, expected[r], fwd_bound[r], strict=True)):
             m = elementwise_bound("forward", y, e, b + U64 * np.abs(e))
-            record.require(_at(m, r, i, len(ys)))
-    if not backward:
-        return
+            record.require(_at(m, names[r], i, len(ys)))
+    if backward:
+        _check_backward(record, case, results, names)
+    for r, res in enumerate(results):  # last: a replaced input is a side effect
+        changed = res.get("list_changed", [])
+        record.require(exact(LIST, len(changed), len(res["y"]),
+                             f"{names[r]}: the implementation replaced the tensors at "
+                             f"{changed} of the list it was given"))
+
+
+def _check_backward(record: Any, case: Case, results: list[dict[str, Any]],
+                    names: list[str]) -> None:
+    __tracebackhide__ = True
     if case.reduce_op in NON_LINEAR:  # torch 2.11 defines no gradient for these
         errors = [res["backward_error"] for res in results]
         if all(_clear_error(e, case.reduce_op) for e in errors):
             record.require(exact(CLEAR, 0, len(results)))
             return
-        if case.adjoint is None or any(e is not None for e in errors):
+        if any(e is not None for e in errors):
             detail = "; ".join(
-                f"rank {r}: " + (f"{e['type']}: {e['message']}" if e else
+                f"{names[r]}: " + (f"{e['type']}: {e['message']}" if e else
                                  "returned a gradient the oracle does not define")
                 for r, e in enumerate(errors) if not _clear_error(e, case.reduce_op))
             record.require(exact(CLEAR, len(results), len(results), detail))
@@ -94,21 +120,21 @@ def check_case(record: Any, case: Case, results: list[dict[str, Any]],
     for r, res in enumerate(results):
         no_grad = [i for i, flag in enumerate(res["requires_grad"]) if not flag]
         record.require(exact("output requires grad", len(no_grad), len(res["requires_grad"]),
-                             f"rank {r}: outputs {no_grad} are detached from autograd"))
+                             f"{names[r]}: outputs {no_grad} are detached from autograd"))
     errors = [(r, res["backward_error"]) for r, res in enumerate(results)
               if res["backward_error"]]
     record.require(exact("backward runs", len(errors), len(results), "; ".join(
-        f"rank {r}: {e['type']}: {e['message']}" for r, e in errors)))
+        f"{names[r]}: {e['type']}: {e['message']}" for r, e in errors)))
     adjoint = case.adjoint(case.inputs, case.cotangents)
     adj_bound = bound(case, case.cotangents, "adjoint")
     for r, res in enumerate(results):
         grads = res["grad"]
         for i, (e, b) in enumerate(zip(adjoint[r], adj_bound[r], strict=True)):
-            g = grads[i] if grads[i] is not None else np.zeros_like(e)
+            g = np.asarray(grads[i], np.float64) if grads[i] is not None else np.zeros_like(e)
             m = elementwise_bound("gradient", g, e, b + U64 * np.abs(e))
-            record.require(_at(m, r, i, len(adjoint[r])))
+            record.require(_at(m, names[r], i, len(adjoint[r])))
 
 
-def _at(m: Any, rank: int, index: int, count: int) -> Any:
-    where = f"rank {rank}" + (f", tensor {index}" if count > 1 else "")
+def _at(m: Any, name: str, index: int, count: int) -> Any:
+    where = name + (f", tensor {index}" if count > 1 else "")
     return type(m)(m.name, m.measured, m.bound, f"{where}: {m.detail}", m.exact)

@@ -23,17 +23,24 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from conformance.areas.collectives.catalogue import COALESCED, REDUCING, SPLITS, build
-from conformance.areas.collectives.checks import check_case, require_returned, run
+from conformance.areas.collectives.catalogue import COALESCED, REDUCING, SPLITS, build, scaled
+from conformance.areas.collectives.checks import applies, check_case, require_returned, run
+from conformance.areas.collectives.scale import (
+    PROFILE_SIZE_WORLDS,
+    PROFILE_SIZES,
+    PROFILE_SUBGROUPS,
+    subgroups,
+)
+from conformance.areas.collectives.scale_tests import ScaleTests
 from conformance.harness.compare import exact
-from conformance.harness.outcomes import missing as skip_missing
-from conformance.harness.outcomes import unsupported
 from conformance.harness.profiles import examples
 from conformance.harness.runstate import STATE
 from conformance.harness.tensors import dtype_name
-from conformance.processes.backends import combinations, missing
+from conformance.processes.backends import combinations
+from conformance.processes.torchrun import active as torchrun_job
 from impls.collectives import REDUCE_OPS
 
+SUBGROUP_OPS = ("sum", "max")  # max: the gradient's holder is a group rank
 LAYOUTS = ("contiguous", "offset")  # test_noncontiguous covers the other two
 NONCONTIGUOUS = ("transposed", "strided")
 GRADCHECK = "conformance.areas.collectives.cases:gradcheck"
@@ -43,25 +50,33 @@ COMPILED = "conformance.areas.collectives.cases:compiled"
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.cls is None or "world" not in metafunc.fixturenames:
         return
-    key = metafunc.config.stash[STATE].device.matrix_key
-    pairs = combinations(key) or [("gloo", 2)]
-    if metafunc.function.__name__ in ("test_gradcheck", "test_noncontiguous"):
+    state = metafunc.config.stash[STATE]
+    pairs = combinations(state.device.matrix_key) or [("gloo", 2)]
+    name = metafunc.function.__name__
+    profile = state.profile
+    if name in ("test_gradcheck", "test_noncontiguous", "test_quiet_ranks"):
         pairs = [p for p in pairs if p[1] in (2, 3)] or pairs[:1]
-    if metafunc.function.__name__ == "test_compiled":  # one case per op (Inductor: seconds)
+    if name == "test_compiled":  # one case per op (Inductor: seconds)
         pairs = [p for p in pairs if p[1] == 2] or pairs[:1]
+    if name == "test_world_one":  # one pool of one rank per backend
+        pairs = sorted({(b, 1) for b, _ in pairs}) if torchrun_job() is None else []
+    if name == "test_sizes":
+        worlds = PROFILE_SIZE_WORLDS[profile]
+        pairs = [p for p in pairs if p[1] in worlds] or pairs[:1]
+        metafunc.parametrize("size", PROFILE_SIZES[profile])
+    if name == "test_subgroup":
+        layouts = [(b, w, k) for b, w in pairs for k in PROFILE_SUBGROUPS[profile]
+                   if subgroups(k, w) is not None]
+        metafunc.parametrize("backend,world,subgroup", layouts,
+                             ids=[f"{b}-w{w}-{k}" for b, w, k in layouts])
+        ops = SUBGROUP_OPS if metafunc.cls.op in REDUCING else ("none",)
+        metafunc.parametrize("reduce_op", ops)
+        return
     ids = [f"{b}-w{w}" for b, w in pairs]
     metafunc.parametrize("backend,world", pairs, ids=ids)
     if "reduce_op" in metafunc.fixturenames:
         ops = REDUCE_OPS if metafunc.cls.op in REDUCING else ("none",)
         metafunc.parametrize("reduce_op", ops)
-
-
-def _applies(impl, backend: str, world: int, device, reduce_op: str = "none") -> None:
-    why = missing(backend, world, device.type)
-    if why:
-        skip_missing(why)
-    if reduce_op != "none" and not impl.caps.claims(f"op.{reduce_op}"):
-        unsupported(f"implementation {impl.name} does not declare op.{reduce_op}")
 
 
 @st.composite
@@ -80,13 +95,20 @@ def params(draw: st.DrawFn, op: str, world: int) -> dict:
     return p
 
 
+def _scale(data: st.DataObject, op: str, reduce_op: str) -> str:
+    """The inputs' magnitude: "unit" (N(0, 1)) half the time, else 2^e away from 1 where
+    the case's bound holds there (catalogue.SCALES)."""
+    kinds = [k for k in ("unit", "unit", "large", "small") if scaled(op, reduce_op, k)]
+    return data.draw(st.sampled_from(kinds), label="scale")
+
+
 def _case(op: str, world: int, dtype: str, p: dict, reduce_op: str = "sum"):
     rng = np.random.default_rng(p["seed"])
     kwargs = {k: v for k, v in p.items() if k != "seed"}
     return build(op, world, dtype, rng, reduce_op=reduce_op, **kwargs)
 
 
-class CollectiveTests:
+class CollectiveTests(ScaleTests):
     """The checks every collectives area runs; subclasses set ``op``."""
 
     op: str
@@ -99,11 +121,12 @@ class CollectiveTests:
     @given(data=st.data())
     def test_collective(self, impl, dtype, backend, world, reduce_op, device, record,
                         request, data):
-        _applies(impl, backend, world, device, reduce_op)
+        applies(impl, backend, world, device, reduce_op)
         p = data.draw(params(self.op, world), label="params")
         layout = data.draw(st.sampled_from(LAYOUTS), label="layout")
-        case = _case(self.op, world, dtype_name(dtype), p,
-                     reduce_op if reduce_op != "none" else "sum")
+        op = reduce_op if reduce_op != "none" else "sum"
+        p["scale"] = _scale(data, self.op, op)
+        case = _case(self.op, world, dtype_name(dtype), p, op)
         record.case(layout=layout, **case.params, seed=p["seed"])
         backward = impl.caps.claims("backward")
         outcome = run(request, "conformance.areas.collectives.cases:eager",
@@ -114,7 +137,7 @@ class CollectiveTests:
     def test_noncontiguous(self, impl, backend, world, layout, device, record, request):
         """Non-contiguous inputs (column-major, every other element): float32, the first
         reduction, forward and backward."""
-        _applies(impl, backend, world, device)
+        applies(impl, backend, world, device)
         case = _case(self.op, world, "float32", _fixed(self.op, world, 3, 5))
         record.case(layout=layout, **case.params)
         backward = impl.caps.claims("backward")
@@ -125,7 +148,7 @@ class CollectiveTests:
     @pytest.mark.needs("backward")
     def test_gradcheck(self, impl, backend, world, device, record, request):
         """gradcheck (float64) of each rank's own block of the Jacobian, rank by rank."""
-        _applies(impl, backend, world, device)
+        applies(impl, backend, world, device)
         p = _fixed(self.op, world, 2, 7)
         if self.op == "all_to_all_single":  # lockstep gradcheck: equal shapes on every rank
             p["splits"] = "even"
@@ -146,7 +169,7 @@ class CollectiveTests:
     @pytest.mark.needs("compile", "backward")
     def test_compiled(self, impl, backend, world, device, record, request):
         """torch.compile(fullgraph=True, Inductor): forward and backward of one case."""
-        _applies(impl, backend, world, device)
+        applies(impl, backend, world, device)
         case = _case(self.op, world, "float32", _fixed(self.op, world, 3, 11))
         record.case(**case.params, backend_compiler="inductor")
         outcome = run(request, COMPILED, case.payload(impl.spec), "inductor", timeout=180)

@@ -1,0 +1,143 @@
+"""The checks of every collectives area beyond small cases on WORLD (``scale.py`` says
+what each profile runs); mixed into ``test_collectives.CollectiveTests``:
+
+- ``test_subgroup``: the case on subgroups of non-adjacent ranks (a DeviceMesh dimension,
+  two or more groups at once; ranks 0 and W - 1; all but rank 2), each group against the
+  oracle at its own size, ranks, chunks and broadcast source being the group's.
+- ``test_sizes``: one case per size class (1 element to 4 MiB per rank, odd counts, storage
+  one element in), forward and backward.
+- ``test_quiet_ranks``: ranks 0 and W - 1 (W - 1 alone at W = 2) give their outputs a
+  zero cotangent (each rank still runs its backward: an implementation that skips its
+  backward collective on a zero gradient leaves the other ranks waiting), the others a
+  constant one expanded from one value (every stride 0, as ``y.sum()`` gives; ranks'
+  values differ).
+- ``test_world_one``: a group of one rank (the collective is the identity, or a chunk).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.areas.collectives.catalogue import REDUCING, from_seed
+from conformance.areas.collectives.checks import applies, check_case, require_returned, run
+
+SEEDED = "conformance.areas.collectives.cases:seeded"
+IN_GROUPS = "conformance.areas.collectives.cases:in_groups"
+EAGER = "conformance.areas.collectives.cases:eager"
+SIZE_TIMEOUT = 60.0  # seconds: a 4 MiB case on a loaded 2-core machine takes ~2 s
+
+
+def fixed(op: str, world: int, rows: int, cols: int, seed: int) -> dict:
+    """``from_seed``'s arguments for a fixed case of ``op``: dim 1 where the op has one,
+    uneven splits, two coalesced tensors, the last rank as the broadcast source."""
+    p: dict = {"rows": rows, "cols": cols}
+    if op in ("all_gather_tensor", "reduce_scatter_tensor"):
+        p["dim"] = 1 if cols > 1 else 0
+    elif op == "all_to_all_single":
+        p["splits"] = "uneven"
+    elif op == "broadcast":
+        p["src"] = world - 1
+    elif op.endswith("coalesced"):
+        p["count"] = 2
+    return {"op": op, "world": world, "seed": seed, **p}
+
+
+class ScaleTests:
+    """Subgroups, sizes, quiet ranks and world size 1 (``op`` set by the subclass)."""
+
+    op: str
+
+    def test_subgroup(self, impl, backend, world, subgroup, reduce_op, device, record,
+                      request):
+        """Every group of the layout runs its own case (float32; sum, and max: its
+        gradient goes to the group rank holding the maximum) at once; each group's ranks
+        against the oracle at the group's size."""
+        from conformance.areas.collectives.scale import subgroups
+
+        applies(impl, backend, world, device, reduce_op)
+        groups = subgroups(subgroup, world)
+        assert groups is not None
+        backward = impl.caps.claims("backward")
+        cases = [from_seed(dtype="float32", reduce_op=_op(reduce_op),
+                           **fixed(self.op, len(g), 2, 3, 7000 + 10 * world + i))
+                 for i, g in enumerate(groups)]
+        record.case(world=world, subgroup=subgroup, groups=[list(g) for g in groups],
+                    **{k: v for k, v in cases[0].params.items() if k != "world"})
+        payload = {"groups": [list(g) for g in groups], "mesh": subgroup == "mesh",
+                   "cases": [c.payload(impl.spec, "contiguous", backward) for c in cases]}
+        results = require_returned(record, run(request, IN_GROUPS, payload))
+        busy = {r for g in groups for r in g}
+        for r, res in enumerate(results):
+            assert res.get("idle", False) == (r not in busy), (r, res.get("idle"))
+        for i, (g, case) in enumerate(zip(groups, cases, strict=True)):
+            mine = [results[r] for r in g]
+            names = [f"group {list(g)} rank {k} (global rank {r})" for k, r in enumerate(g)]
+            check_case(record, case, mine, backward, names)
+            del i
+
+    def test_sizes(self, impl, dtype, backend, world, size, device, record, request):
+        """One case of ``size`` elements per rank (storage one element in), sum, forward
+        and backward; the ranks build the inputs from the case's seed."""
+        from conformance.areas.collectives.scale import SIZES, size_shape
+        from conformance.harness.tensors import dtype_name
+
+        applies(impl, backend, world, device)
+        n = SIZES[size]
+        args = {**fixed(self.op, world, 1, 1, 8000 + n % 997), **size_shape(self.op, n),
+                "dtype": dtype_name(dtype), "reduce_op": "sum"}
+        if self.op in ("all_gather_tensor", "reduce_scatter_tensor"):
+            args["dim"] = 0
+        case = from_seed(**args)
+        record.case(size=size, elements=n, layout="offset",
+                    **{k: v for k, v in case.params.items() if k != "splits"})
+        backward = impl.caps.claims("backward")
+        outcome = run(request, SEEDED, {"build": args, "spec": impl.spec, "layout": "offset",
+                                        "backward": backward}, timeout=SIZE_TIMEOUT)
+        check_case(record, case, require_returned(record, outcome), backward)
+
+    def test_quiet_ranks(self, impl, backend, world, device, record, request):
+        """Ranks 0 and W - 1 (at W = 2, rank 1 only): zero cotangents; the others: one
+        value expanded (stride 0)."""
+        applies(impl, backend, world, device)
+        args = {**fixed(self.op, world, 3, 4, 9100 + world), "dtype": "float32"}
+        case = from_seed(**args)
+        quiet = [0, world - 1] if world >= 3 else [world - 1]  # never every rank
+        for r in range(world):
+            if r in quiet:
+                case.cotangents[r] = _zeros(case.cotangents[r])
+            else:
+                case.cotangents[r] = _constant(case.cotangents[r])
+        record.case(quiet_ranks=quiet, cotangent_layout="expanded", **case.params)
+        if not impl.caps.claims("backward"):
+            from conformance.harness.outcomes import unsupported
+
+            unsupported(f"implementation {impl.name} does not declare backward")
+        payload = {**case.payload(impl.spec), "cotangent_layout": "expanded"}
+        check_case(record, case, require_returned(record, run(request, EAGER, payload)))
+
+    def test_world_one(self, impl, backend, world, device, record, request):
+        """A group of one: the output is the input (or its only chunk), the gradient the
+        cotangent."""
+        applies(impl, backend, world, device)
+        args = {**fixed(self.op, 1, 2, 3, 9201), "dtype": "float32"}
+        if self.op in REDUCING:
+            args["reduce_op"] = "sum"
+        case = from_seed(**args)
+        record.case(**case.params)
+        backward = impl.caps.claims("backward")
+        outcome = run(request, EAGER, case.payload(impl.spec, "contiguous", backward))
+        check_case(record, case, require_returned(record, outcome), backward)
+
+
+def _op(reduce_op: str) -> str:
+    return "sum" if reduce_op == "none" else reduce_op
+
+
+def _zeros(g):
+    return [np.zeros_like(t) for t in g] if isinstance(g, list) else np.zeros_like(g)
+
+
+def _constant(g):
+    def one(t):
+        return np.full_like(t, t.flat[0]) if t.size else t
+    return [one(t) for t in g] if isinstance(g, list) else one(g)

@@ -72,10 +72,17 @@ def device() -> str:
 
 
 def group() -> Any:
-    """The process group a case runs its collectives on."""
+    """The process group a case runs its collectives on (WORLD unless rebuilt)."""
     import torch.distributed as dist
 
-    return dist.group.WORLD
+    return _GROUP.get("pg") or dist.group.WORLD
+
+
+def use_group(pg: Any) -> None:
+    """Run the cases on ``pg`` from now on (a torchrun job's rebuilt group); subgroups made
+    on the old one are forgotten."""
+    _GROUP["pg"] = pg
+    _SUBGROUPS.clear()
 
 
 def subgroup(groups: tuple[tuple[int, ...], ...], mesh: bool = False
@@ -117,7 +124,7 @@ def probe(timeout_s: float = 10.0) -> dict[str, Any]:
     import torch.distributed as dist
 
     x = torch.full((4,), float(rank() + 1), device=device())
-    work = dist.all_reduce(x, async_op=True)
+    work = dist.all_reduce(x, group=group(), async_op=True)
     work.wait(datetime.timedelta(seconds=timeout_s))
     expected = world() * (world() + 1) / 2
     return {"ok": bool(torch.all(x == expected).item()), "pid": os.getpid()}

@@ -44,7 +44,7 @@ _POLL = 0.05
 class Outcome:
     """What one isolated case did."""
 
-    kind: str  # "returned" | "raised" | "signal" | "exited" | "timeout"
+    kind: str  # "returned" | "raised" | "signal" | "exited" | "timeout" | "stalled"
     value: Any = None
     exc_type: str = ""
     exc_mro: tuple[str, ...] = ()
@@ -81,6 +81,8 @@ class Outcome:
             line = f"died by {self.signal} {after}"
         elif self.kind == "exited":
             line = f"exited with status {self.exit_code} {after}"
+        elif self.kind == "stalled":  # a torchrun rank: not ours to kill
+            line = self.message or f"stalled: no reply in {self.seconds:.1f} s"
         else:
             line = f"hung: killed after {self.seconds:.1f} s (process group {self.pid})"
         if self.where == "starting the child" and self.kind != "raised":

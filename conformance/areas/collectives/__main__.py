@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     rank, world = torchrun.init(backend, device, opts.timeout)
     if rank != 0:
         torchrun.serve()
-        return 0
+        return _exit(0, torchrun.unclean())
     import pytest
 
     os.environ[torchrun.ENV] = f"{backend},{world}"
@@ -60,6 +60,16 @@ def main(argv: list[str] | None = None) -> int:
         code = int(pytest.main([str(here), "-p", "no:cacheprovider", *pytest_args]))
     finally:
         torchrun.finish()
+    return _exit(code, torchrun.unclean())
+
+
+def _exit(code: int, unclean: bool) -> int:
+    """``code``; where a rank never came back, exit now (tearing the groups down would
+    wait on its collective): the report is written already."""
+    if unclean:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 

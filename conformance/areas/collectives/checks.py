@@ -38,6 +38,12 @@ def run(request: pytest.FixtureRequest, fn: str, *args: Any, timeout: float = CA
     outcome = run_ranks(fn, *args, backend=callspec["backend"], device=str(device),
                         world=callspec["world"], timeout=timeout, lockstep=lockstep)
     rec = request.getfixturevalue("record")
+    if outcome.info.get("blocked"):  # a torchrun job waiting for a stalled rank
+        from conformance.harness.outcomes import not_run
+
+        not_run(f"blocked: {outcome.info['blocked']}")
+    if outcome.info.get("rebuilt"):
+        rec.note(group_rebuilt=True)
     rec.note(backend=outcome.backend, backend_version=outcome.info.get("backend_version", ""),
              world=outcome.world, pool_start_seconds=outcome.info.get("start_seconds"))
     if outcome.restarted:

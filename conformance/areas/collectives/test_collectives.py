@@ -59,7 +59,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if name == "test_compiled":  # one case per op (Inductor: seconds)
         pairs = [p for p in pairs if p[1] == 2] or pairs[:1]
     if name == "test_world_one":  # one pool of one rank per backend
-        pairs = sorted({(b, 1) for b, _ in pairs}) if torchrun_job() is None else []
+        if torchrun_job() is not None:
+            return _not_here(metafunc, "backend,world", "a group of one rank needs a pool "
+                             "of its own; under torchrun the tests run at the job's size")
+        pairs = sorted({(b, 1) for b, _ in pairs})
     if name == "test_sizes":
         worlds = PROFILE_SIZE_WORLDS[profile]
         pairs = [p for p in pairs if p[1] in worlds] or pairs[:1]
@@ -67,6 +70,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if name == "test_subgroup":
         layouts = [(b, w, k) for b, w in pairs for k in PROFILE_SUBGROUPS[profile]
                    if subgroups(k, w) is not None]
+        if not layouts:
+            return _not_here(metafunc, "backend,world,subgroup,reduce_op",
+                             f"no subgroup layout of the {profile} profile "
+                             f"({', '.join(PROFILE_SUBGROUPS[profile])}) fits world sizes "
+                             f"{sorted({w for _, w in pairs})}")
         metafunc.parametrize("backend,world,subgroup", layouts,
                              ids=[f"{b}-w{w}-{k}" for b, w, k in layouts])
         ops = SUBGROUP_OPS if metafunc.cls.op in REDUCING else ("none",)
@@ -77,6 +85,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "reduce_op" in metafunc.fixturenames:
         ops = REDUCE_OPS if metafunc.cls.op in REDUCING else ("none",)
         metafunc.parametrize("reduce_op", ops)
+
+
+def _not_here(metafunc: pytest.Metafunc, names: str, why: str) -> None:
+    """One skipped test saying why the parametrisation is empty on this run."""
+    values = tuple(None for _ in names.split(","))
+    metafunc.parametrize(names, [pytest.param(*values, marks=pytest.mark.skip(
+        reason=f"[skipped] {why}"))], ids=["not-applicable"])
 
 
 @st.composite

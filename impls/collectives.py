@@ -25,7 +25,9 @@ runs its backward).
 
 The functional collectives return tensors that wait on first use; an implementation may
 return plain tensors. Declared features (``conformance_features``): ``op.<reduceOp>``,
-``backward`` (autograd through it), ``compile`` (``torch.compile(fullgraph=True)`` traces it).
+``backward`` (autograd through it), ``double_backward`` (its backward is differentiable:
+``create_graph=True`` gives a gradient that autograd can differentiate again), ``compile``
+(``torch.compile(fullgraph=True)`` traces it).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
 
 REDUCE_OPS = ("sum", "avg", "min", "max", "product")
-_ALL = ["backward", "compile", *(f"op.{op}" for op in REDUCE_OPS)]
+_ALL = ["backward", "double_backward", "compile", *(f"op.{op}" for op in REDUCE_OPS)]
 
 
 def _declare(fn: Any, name: str, features: list[str]) -> Any:
@@ -140,7 +142,8 @@ def nn_broadcast(x: torch.Tensor, src: int, group: Any) -> torch.Tensor:
     return nnf.broadcast(x, global_rank(group, src), group=group)
 
 
-_LEGACY = ["backward", *(f"op.{op}" for op in REDUCE_OPS)]  # graph breaks: no compile
+_LEGACY = ["backward", "double_backward",  # graph breaks: no compile
+           *(f"op.{op}" for op in REDUCE_OPS)]
 for _fn in (nn_all_reduce, nn_all_gather_tensor, nn_reduce_scatter_tensor,
             nn_all_to_all_single, nn_broadcast):
     _declare(_fn, f"nn.{_fn.__name__.removeprefix('nn_')}", _LEGACY)

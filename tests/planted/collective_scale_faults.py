@@ -82,11 +82,31 @@ def correct_broadcast_forward(x, src, group):
     return out
 
 
+def checked_all_to_all(x, output_split_sizes, input_split_sizes, group):
+    """A correct all_to_all_single (forward) that first checks the ranks' split tables
+    agree (an all_gather of them) and raises on every rank where they do not."""
+    w = dist.get_world_size(group)
+    ins = list(input_split_sizes) if input_split_sizes is not None else [x.shape[0] // w] * w
+    outs = list(output_split_sizes) if output_split_sizes is not None else \
+        [x.shape[0] // w] * w
+    mine = torch.tensor([ins, outs], dtype=torch.int64, device=x.device)
+    tables = [torch.empty_like(mine) for _ in range(w)]
+    dist.all_gather(tables, mine, group=group)
+    me = dist.get_rank(group)
+    for r in range(w):
+        for s in range(w):  # rank s sends ins_s[r] rows to rank r, which expects outs_r[s]
+            if int(tables[s][0][r]) != int(tables[r][1][s]):
+                raise ValueError(f"all_to_all_single: rank {s} sends {int(tables[s][0][r])} "
+                                 f"rows to rank {r}, which expects {int(tables[r][1][s])}")
+    del me
+    return fc.wait_tensor(fc.all_to_all_single(x.detach().contiguous(), outs, ins, group))
+
+
 for _f in (all_reduce_tail_unreduced_past_64k, all_reduce_backward_skips_zero_grad,
            all_reduce_backward_local_for_expanded_grad, correct_all_reduce_sum,
            reduce_scatter_global_rank_chunk, correct_reduce_scatter_group_rank):
     _f.conformance_features = ["backward", "op.sum"]
-for _f in (broadcast_src_as_global, correct_broadcast_forward):
+for _f in (broadcast_src_as_global, correct_broadcast_forward, checked_all_to_all):
     _f.conformance_features: list[str] = []  # forward only
 
 _ALL: dict[str, Any] = {n: f for n, f in list(globals().items())

@@ -153,6 +153,40 @@ def _run(fn: Callable[..., Any], case: dict[str, Any], rank: int | None = None,
     return out
 
 
+def double_backward(case: dict[str, Any], hs: list[Any]) -> dict[str, Any]:
+    """d/dg ⟨h, dL/dx⟩ for L = Σ⟨g, y⟩ (create_graph=True, then a second backward with this
+    rank's ``hs``): the forward applied to h, for a linear collective."""
+    dtype = getattr(torch, case["dtype"])
+    rank = here.rank()
+    values = case["inputs"][rank]
+    values = values if case["op"] in COALESCED else [values]
+    xs = _tensors(values, dtype, "contiguous", True)
+    ys = _as_list(_call(_impl(case["spec"]), case, list(xs)))
+    ys = [y.wait() if hasattr(y, "wait") else y for y in ys]
+    gs = [from_numpy(g, dtype, here.device()).requires_grad_(True)
+          for g in _as_list(case["cotangents"][rank])]
+    gx = torch.autograd.grad(ys, xs, gs, create_graph=True)
+    h = [from_numpy(v, dtype, here.device()) for v in _as_list(hs[rank])]
+    used = [(g, hh) for g, hh in zip(gx, h, strict=True) if g.requires_grad]
+    if len(used) != len(gx):
+        raise RuntimeError("the gradient is not differentiable (create_graph=True gave a "
+                           "gradient outside the graph)")
+    gg = torch.autograd.grad([g for g, _ in used], gs, [hh for _, hh in used],
+                             allow_unused=True)
+    return {"rank": rank, "gg": [None if v is None else _wire(v) for v in gg]}
+
+
+def mismatched(spec: str, ins: list[list[int]], outs: list[list[int]]) -> tuple[int, ...]:
+    """all_to_all_single with this rank's split tables (inconsistent across ranks): the
+    output's shape, if the implementation returns one."""
+    rank = here.rank()
+    x = torch.randn(sum(ins[rank]), 2, device=here.device())
+    y = _impl(spec)(x, outs[rank], ins[rank], here.group())
+    if hasattr(y, "wait"):
+        y = y.wait()
+    return tuple(y.shape)
+
+
 def gradcheck(case: dict[str, Any], active: int) -> dict[str, Any]:
     """``torch.autograd.gradcheck`` (float64) of the ``active`` rank's block J_aa of the
     collective's Jacobian: rank ``active`` perturbs its input, the other ranks hold theirs

@@ -30,13 +30,14 @@ LIST = "the input list is left as given"  # coalesced ops: no tensor of it repla
 
 
 def run(request: pytest.FixtureRequest, fn: str, *args: Any, timeout: float = CASE_TIMEOUT,
-        lockstep: bool = False) -> RanksOutcome:
-    """Run a case function on the pool of the test's (backend, world); notes the pool.
-    ``lockstep``: see ``conformance.processes.ranks.RankPool.run``."""
+        lockstep: bool = False, env: dict[str, str] | None = None) -> RanksOutcome:
+    """Run a case function on the pool of the test's (backend, world) and ``env`` (a pool
+    per environment); notes the pool. ``lockstep``: see ``RankPool.run``."""
     callspec = request.node.callspec.params
     device = request.getfixturevalue("device")
     outcome = run_ranks(fn, *args, backend=callspec["backend"], device=str(device),
-                        world=callspec["world"], timeout=timeout, lockstep=lockstep)
+                        world=callspec["world"], timeout=timeout, lockstep=lockstep,
+                        env=env or None)
     rec = request.getfixturevalue("record")
     if outcome.info.get("blocked"):  # a torchrun job waiting for a stalled rank
         from conformance.harness.outcomes import not_run

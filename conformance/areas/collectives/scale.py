@@ -30,6 +30,24 @@ PROFILE_SUBGROUPS = {"ci": ("mesh",), "dev": ("mesh", "gap", "skip2"),
                      "thorough": ("mesh", "gap", "skip2")}
 
 
+# thorough on NCCL: each size class again under forced algorithms and protocols (each a
+# pool of its own: the environment is part of a pool's key); "default" is NCCL's choice
+NCCL_VARIANTS = {
+    "default": {},
+    "ring-ll": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"},
+    "ring-ll128": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL128"},
+    "ring-simple": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"},
+    "tree-ll": {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"},
+    "tree-simple": {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"},
+}
+
+
+def transports(backend: str, profile: str) -> tuple[str, ...]:
+    """The transport variants test_sizes runs for ``backend`` in ``profile``."""
+    return tuple(NCCL_VARIANTS) if backend == "nccl" and profile == "thorough" else \
+        ("default",)
+
+
 def subgroups(kind: str, world: int) -> tuple[tuple[int, ...], ...] | None:
     """The groups of layout ``kind`` at ``world`` ranks (global ranks), or None where the
     layout needs more ranks (or an even count, for the mesh)."""

@@ -17,13 +17,17 @@ what each profile runs); mixed into ``test_collectives.CollectiveTests``:
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from conformance.areas.collectives.catalogue import REDUCING, from_seed
+from conformance.areas.collectives.catalogue import REDUCING, bound, from_seed
 from conformance.areas.collectives.checks import applies, check_case, require_returned, run
+from conformance.harness.compare import elementwise_bound
+from oracles.collectives import U64
 
 SEEDED = "conformance.areas.collectives.cases:seeded"
 IN_GROUPS = "conformance.areas.collectives.cases:in_groups"
 EAGER = "conformance.areas.collectives.cases:eager"
+DOUBLE = "conformance.areas.collectives.cases:double_backward"
 SIZE_TIMEOUT = 60.0  # seconds: a 4 MiB case on a loaded 2-core machine takes ~2 s
 
 
@@ -75,10 +79,12 @@ class ScaleTests:
             check_case(record, case, mine, backward, names)
             del i
 
-    def test_sizes(self, impl, dtype, backend, world, size, device, record, request):
+    def test_sizes(self, impl, dtype, backend, world, transport, size, device, record,
+                   request):
         """One case of ``size`` elements per rank (storage one element in), sum, forward
-        and backward; the ranks build the inputs from the case's seed."""
-        from conformance.areas.collectives.scale import SIZES, size_shape
+        and backward; the ranks build the inputs from the case's seed. ``transport``: NCCL
+        forced to an algorithm and protocol (thorough), else the backend's own choice."""
+        from conformance.areas.collectives.scale import NCCL_VARIANTS, SIZES, size_shape
         from conformance.harness.tensors import dtype_name
 
         applies(impl, backend, world, device)
@@ -91,8 +97,11 @@ class ScaleTests:
         record.case(size=size, elements=n, layout="offset",
                     **{k: v for k, v in case.params.items() if k != "splits"})
         backward = impl.caps.claims("backward")
+        env = NCCL_VARIANTS.get(transport, {})
+        if env:
+            record.note(transport=env)
         outcome = run(request, SEEDED, {"build": args, "spec": impl.spec, "layout": "offset",
-                                        "backward": backward}, timeout=SIZE_TIMEOUT)
+                                        "backward": backward}, timeout=SIZE_TIMEOUT, env=env)
         check_case(record, case, require_returned(record, outcome), backward)
 
     def test_quiet_ranks(self, impl, backend, world, device, record, request):
@@ -114,6 +123,28 @@ class ScaleTests:
             unsupported(f"implementation {impl.name} does not declare backward")
         payload = {**case.payload(impl.spec), "cotangent_layout": "expanded"}
         check_case(record, case, require_returned(record, run(request, EAGER, payload)))
+
+    @pytest.mark.needs("double_backward")
+    def test_double_backward(self, impl, backend, world, device, record, request):
+        """The backward differentiated again (float64, sum): d/dg ⟨h, dL/dx⟩ is the
+        forward applied to h, on every rank (h random, shaped as the inputs)."""
+        applies(impl, backend, world, device)
+        args = {**fixed(self.op, world, 2, 3, 9301 + world), "dtype": "float64"}
+        case = from_seed(**args)
+        rng = np.random.default_rng(9302 + world)
+        hs = [[rng.standard_normal(t.shape) for t in x] if isinstance(x, list)
+              else rng.standard_normal(x.shape) for x in case.inputs]
+        record.case(**case.params)
+        outcome = run(request, DOUBLE, case.payload(impl.spec), hs)
+        results = require_returned(record, outcome)
+        want = case.forward(hs)
+        limit = bound(case, hs, "forward")
+        for r, res in enumerate(results):
+            for i, (got, e, b) in enumerate(zip(res["gg"], want[r], limit[r], strict=True)):
+                g = np.zeros_like(e) if got is None else np.asarray(got, np.float64)
+                m = elementwise_bound("double backward", g, e, b + U64 * np.abs(e))
+                record.require(type(m)(m.name, m.measured, m.bound,
+                                       f"rank {r}, tensor {i}: {m.detail}", m.exact))
 
     def test_world_one(self, impl, backend, world, device, record, request):
         """A group of one: the output is the input (or its only chunk), the gradient the

@@ -30,6 +30,7 @@ from conformance.areas.collectives.scale import (
     PROFILE_SIZES,
     PROFILE_SUBGROUPS,
     subgroups,
+    transports,
 )
 from conformance.areas.collectives.scale_tests import ScaleTests
 from conformance.harness.compare import exact
@@ -54,7 +55,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     pairs = combinations(state.device.matrix_key) or [("gloo", 2)]
     name = metafunc.function.__name__
     profile = state.profile
-    if name in ("test_gradcheck", "test_noncontiguous", "test_quiet_ranks"):
+    if name in ("test_gradcheck", "test_noncontiguous", "test_quiet_ranks",
+                "test_mismatched_splits", "test_double_backward"):
         pairs = [p for p in pairs if p[1] in (2, 3)] or pairs[:1]
     if name == "test_compiled":  # one case per op (Inductor: seconds)
         pairs = [p for p in pairs if p[1] == 2] or pairs[:1]
@@ -67,6 +69,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         worlds = PROFILE_SIZE_WORLDS[profile]
         pairs = [p for p in pairs if p[1] in worlds] or pairs[:1]
         metafunc.parametrize("size", PROFILE_SIZES[profile])
+        triples = [(b, w, t) for b, w in pairs for t in transports(b, profile)]
+        metafunc.parametrize("backend,world,transport", triples,
+                             ids=[f"{b}-w{w}" + ("" if t == "default" else f"-{t}")
+                                  for b, w, t in triples])
+        return
     if name == "test_subgroup":
         layouts = [(b, w, k) for b, w in pairs for k in PROFILE_SUBGROUPS[profile]
                    if subgroups(k, w) is not None]
@@ -224,6 +231,27 @@ class TestReduceScatterTensor(CollectiveTests):
 class TestAllToAllSingle(CollectiveTests):
     op = "all_to_all_single"
     pytestmark = pytest.mark.area("collectives.all_to_all_single")
+
+    def test_mismatched_splits(self, impl, backend, world, device, record, request):
+        """Rank 0 expects one row more from rank 1 than rank 1 sends: every rank must
+        raise (a clear error, within the case's timeout), none return a tensor (whose
+        extra row could only be garbage) nor hang."""
+        applies(impl, backend, world, device)
+        rows = 2
+        ins = [[rows] * world for _ in range(world)]
+        outs = [[rows] * world for _ in range(world)]
+        outs[0][1] += 1  # rank 0's table says rank 1 sends 3 rows; rank 1's says 2
+        record.case(world=world, input_split_sizes=ins, output_split_sizes=outs)
+        outcome = run(request, "conformance.areas.collectives.cases:mismatched", impl.spec,
+                      ins, outs)
+        returned = [f"rank {r}: returned a tensor of shape {o.value}"
+                    for r, o in enumerate(outcome.outcomes) if o.kind == "returned"]
+        hung = [f"rank {r}: {o.describe()}" for r, o in enumerate(outcome.outcomes)
+                if o.kind in ("timeout", "stalled")]
+        record.require(exact("mismatched splits: no rank hangs", len(hung), world,
+                             "; ".join(hung)))
+        record.require(exact("mismatched splits: every rank raises", len(returned), world,
+                             "; ".join(returned)))
 
 
 class TestAllReduceCoalesced(CollectiveTests):

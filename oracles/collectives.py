@@ -212,10 +212,9 @@ def reduce_scatter(xs: list[np.ndarray], op: str = "sum", scatter_dim: int = 0
 
 def reduce_scatter_adjoint(xs: list[np.ndarray], gs: list[np.ndarray],
                            op: str = "sum", scatter_dim: int = 0) -> list[np.ndarray]:
-    """y_r = chunk r of reduce_s x_s. With G = concatenate(gs, scatter_dim) (every element's
-    cotangent, whichever rank keeps it): sum gives dL/dx_s = G for every s (G / W for avg);
-    product G prod_{t != s} x_t; min / max route G to the rank holding the extremum at each
-    element (0 on the others), a ValueError where ranks tie (no unique subgradient)."""
+    """y_r = chunk r of reduce_s x_s; G = concatenate(gs, scatter_dim). dL/dx_s: G for sum
+    (G / W avg), G prod_{t != s} x_t for product; min / max route G to the rank holding the
+    extremum at each element (0 elsewhere; ties: ValueError, no unique subgradient)."""
     if op not in OPS:
         raise ValueError(f"unknown reduce op {op!r}; expected one of {OPS}")
     xs = _f64(xs)

@@ -26,7 +26,8 @@ runs its backward).
 The functional collectives return tensors that wait on first use; an implementation may
 return plain tensors. Declared features (``conformance_features``): ``op.<reduceOp>``,
 ``backward`` (autograd through it), ``double_backward`` (its backward is differentiable:
-``create_graph=True`` gives a gradient that autograd can differentiate again), ``compile``
+``create_graph=True`` gives a gradient that autograd can differentiate again), ``complex``
+(complex64 inputs: sum / avg and the moves), ``compile``
 (``torch.compile(fullgraph=True)`` traces it).
 """
 
@@ -39,7 +40,8 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
 
 REDUCE_OPS = ("sum", "avg", "min", "max", "product")
-_ALL = ["backward", "double_backward", "compile", *(f"op.{op}" for op in REDUCE_OPS)]
+_ALL = ["backward", "double_backward", "complex", "compile",
+        *(f"op.{op}" for op in REDUCE_OPS)]
 
 
 def _declare(fn: Any, name: str, features: list[str]) -> Any:
@@ -142,7 +144,7 @@ def nn_broadcast(x: torch.Tensor, src: int, group: Any) -> torch.Tensor:
     return nnf.broadcast(x, global_rank(group, src), group=group)
 
 
-_LEGACY = ["backward", "double_backward",  # graph breaks: no compile
+_LEGACY = ["backward", "double_backward", "complex",  # graph breaks: no compile
            *(f"op.{op}" for op in REDUCE_OPS)]
 for _fn in (nn_all_reduce, nn_all_gather_tensor, nn_reduce_scatter_tensor,
             nn_all_to_all_single, nn_broadcast):

@@ -58,6 +58,8 @@ def _wire(t: torch.Tensor) -> np.ndarray:
     types (exact), float64 otherwise (``check_case`` widens them to float64)."""
     if t.dtype in (torch.float32, torch.float16, torch.bfloat16):
         return t.detach().to("cpu", torch.float32).numpy()
+    if t.is_complex():
+        return t.detach().cpu().resolve_conj().numpy()
     return exact_numpy(t)
 
 

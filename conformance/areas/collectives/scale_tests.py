@@ -16,12 +16,15 @@ what each profile runs); mixed into ``test_collectives.CollectiveTests``:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from conformance.areas.collectives.catalogue import REDUCING, bound, from_seed
 from conformance.areas.collectives.checks import applies, check_case, require_returned, run
-from conformance.harness.compare import elementwise_bound
+from conformance.harness.compare import elementwise_bound, exact
+from conformance.harness.tensors import rounded
 from oracles.collectives import U64
 
 SEEDED = "conformance.areas.collectives.cases:seeded"
@@ -146,6 +149,37 @@ class ScaleTests:
                 record.require(type(m)(m.name, m.measured, m.bound,
                                        f"rank {r}, tensor {i}: {m.detail}", m.exact))
 
+    @pytest.mark.needs("complex")
+    def test_complex(self, impl, backend, world, device, record, request):
+        """complex64 (sum), forward and backward: a collective with real coefficients acts
+        on the real and the imaginary parts alike, so each part is checked as a float32
+        case of its own (same bound; torch's gradient of a real loss through a real-linear
+        map is the same map's adjoint on each part)."""
+        applies(impl, backend, world, device)
+        args = {**fixed(self.op, world, 2, 3, 9401 + world), "dtype": "float32"}
+        if self.op in REDUCING:
+            args["reduce_op"] = "sum"
+        re = from_seed(**args)
+        rng = np.random.default_rng(9402 + world)
+        im = replace(re, inputs=_like(re.inputs, rng), cotangents=_like(re.cotangents, rng))
+        record.case(dtype="complex64", **re.params)
+        payload = {**re.payload(impl.spec), "dtype": "complex64",
+                   "inputs": _join(re.inputs, im.inputs),
+                   "cotangents": _join(re.cotangents, im.cotangents)}
+        results = require_returned(record, run(request, EAGER, payload))
+        wrong = [f"rank {r}: {res['y_dtype']}" for r, res in enumerate(results)
+                 if any(d != "complex64" for d in res["y_dtype"])]
+        record.require(exact("output dtype", len(wrong), len(results), "; ".join(wrong)))
+        for part, case in (("real", re), ("imaginary", im)):
+            take = np.real if part == "real" else np.imag
+            parts = [{**res, "y_dtype": ["float32"] * len(res["y"]),
+                      "y": [take(y) for y in res["y"]],
+                      "grad": None if res["grad"] is None else
+                      [None if g is None else take(g) for g in res["grad"]]}
+                     for res in results]
+            check_case(record, case, parts, True,
+                       [f"rank {r} ({part} part)" for r in range(len(results))])
+
     def test_world_one(self, impl, backend, world, device, record, request):
         """A group of one: the output is the input (or its only chunk), the gradient the
         cotangent."""
@@ -158,6 +192,19 @@ class ScaleTests:
         backward = impl.caps.claims("backward")
         outcome = run(request, EAGER, case.payload(impl.spec, "contiguous", backward))
         check_case(record, case, require_returned(record, outcome), backward)
+
+
+def _like(values, rng):
+    """float32-rounded standard normals shaped as ``values`` (arrays or lists of them)."""
+    def one(v):
+        return rounded(rng.standard_normal(v.shape), "float32")
+    return [[one(t) for t in v] if isinstance(v, list) else one(v) for v in values]
+
+
+def _join(re, im):
+    """re + i im, per rank (arrays or lists of them)."""
+    return [[a + 1j * b for a, b in zip(x, y, strict=True)] if isinstance(x, list)
+            else x + 1j * y for x, y in zip(re, im, strict=True)]
 
 
 def _op(reduce_op: str) -> str:

@@ -92,13 +92,11 @@ def checked_all_to_all(x, output_split_sizes, input_split_sizes, group):
     mine = torch.tensor([ins, outs], dtype=torch.int64, device=x.device)
     tables = [torch.empty_like(mine) for _ in range(w)]
     dist.all_gather(tables, mine, group=group)
-    me = dist.get_rank(group)
     for r in range(w):
         for s in range(w):  # rank s sends ins_s[r] rows to rank r, which expects outs_r[s]
             if int(tables[s][0][r]) != int(tables[r][1][s]):
                 raise ValueError(f"all_to_all_single: rank {s} sends {int(tables[s][0][r])} "
                                  f"rows to rank {r}, which expects {int(tables[r][1][s])}")
-    del me
     return fc.wait_tensor(fc.all_to_all_single(x.detach().contiguous(), outs, ins, group))
 
 

@@ -74,13 +74,13 @@ class ScaleTests:
                    "cases": [c.payload(impl.spec, "contiguous", backward) for c in cases]}
         results = require_returned(record, run(request, IN_GROUPS, payload))
         busy = {r for g in groups for r in g}
-        for r, res in enumerate(results):
-            assert res.get("idle", False) == (r not in busy), (r, res.get("idle"))
-        for i, (g, case) in enumerate(zip(groups, cases, strict=True)):
+        wrong = [r for r, res in enumerate(results) if res.get("idle", False) == (r in busy)]
+        record.require(exact("every rank in its group", len(wrong), world,
+                             f"ranks {wrong} ran in the wrong group or none"))
+        for g, case in zip(groups, cases, strict=True):
             mine = [results[r] for r in g]
             names = [f"group {list(g)} rank {k} (global rank {r})" for k, r in enumerate(g)]
             check_case(record, case, mine, backward, names)
-            del i
 
     def test_sizes(self, impl, dtype, backend, world, transport, size, device, record,
                    request):

@@ -6,6 +6,7 @@ import hashlib
 import random
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,21 @@ def left_out_by_profile(config: pytest.Config, items: list[pytest.Item]) -> None
     required = config.stash.get(MUST_PASS, {})
     for item in items:
         required.pop(item.nodeid, None)
+
+
+def deselect_by_profile(config: pytest.Config, items: list[pytest.Item],
+                        planned: Callable[[pytest.Item], bool]) -> int:
+    """Deselect the items an area's profile plan leaves out (``planned`` false): reported
+    as deselected and off the must-pass list; how many."""
+    keep, drop = [], []
+    for item in items:
+        (keep if planned(item) else drop).append(item)
+    if not drop:
+        return 0
+    items[:] = keep
+    config.hook.pytest_deselected(items=drop)
+    left_out_by_profile(config, drop)
+    return len(drop)
 
 
 # the session's RunState (``config.stash[STATE]``; areas read it in pytest_generate_tests)

@@ -6,42 +6,33 @@ from __future__ import annotations
 import pytest
 
 from conformance.areas.export.plan import planned, planned_calls, planned_shape, planned_tf32
-from conformance.harness.runstate import STATE, left_out_by_profile
+from conformance.harness.runstate import STATE, deselect_by_profile
 
 LEFT_OUT = pytest.StashKey[int]()
 
 
+def _planned(item: pytest.Item, profile: str) -> bool:
+    spec = getattr(item, "callspec", None)
+    params = spec.params if spec else {}
+    test = getattr(item, "originalname", "")
+    dtype = str(params.get("dtype", "")).removeprefix("torch.")
+    name = getattr(params.get("impl"), "name", "")
+    if test == "test_calls":
+        return planned_calls(name, dtype, profile)
+    if test not in ("test_roundtrip", "test_roundtrip_tf32", "test_shape") or (
+            "model" not in params and "shape" not in params):
+        return True
+    if test == "test_roundtrip_tf32":
+        return planned_tf32(name, profile)
+    if test == "test_shape":
+        return planned_shape(name, params["shape"], dtype, profile)
+    return planned(name, params["model"], params["variant"], dtype, profile)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     profile = config.stash[STATE].profile
-    keep, drop = [], []
-    for item in items:
-        spec = getattr(item, "callspec", None)
-        params = spec.params if spec else {}
-        test = getattr(item, "originalname", "")
-        if test == "test_calls":
-            dtype = str(params.get("dtype", "")).removeprefix("torch.")
-            name = getattr(params.get("impl"), "name", "")
-            (keep if planned_calls(name, dtype, profile) else drop).append(item)
-            continue
-        if test not in ("test_roundtrip", "test_roundtrip_tf32", "test_shape") or (
-                "model" not in params and "shape" not in params):
-            keep.append(item)
-            continue
-        impl = params.get("impl")
-        dtype = str(params.get("dtype", "")).removeprefix("torch.")
-        name = getattr(impl, "name", "")
-        if test == "test_roundtrip_tf32":
-            ok = planned_tf32(name, profile)
-        elif test == "test_shape":
-            ok = planned_shape(name, params["shape"], dtype, profile)
-        else:
-            ok = planned(name, params["model"], params["variant"], dtype, profile)
-        (keep if ok else drop).append(item)
-    if drop:
-        items[:] = keep
-        config.hook.pytest_deselected(items=drop)
-        left_out_by_profile(config, drop)
-    config.stash[LEFT_OUT] = len(drop)
+    config.stash[LEFT_OUT] = deselect_by_profile(config, items,
+                                                 lambda item: _planned(item, profile))
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:

@@ -11,6 +11,8 @@ what each profile runs); mixed into ``test_collectives.CollectiveTests``:
   backward collective on a zero gradient leaves the other ranks waiting), the others a
   constant one expanded from one value (every stride 0, as ``y.sum()`` gives; ranks'
   values differ).
+- ``test_double_backward`` (feature double_backward): d/dg of ⟨h, dL/dx⟩ is the forward of h.
+- ``test_complex`` (feature complex): complex64, each part checked as a float32 case.
 - ``test_world_one``: a group of one rank (the collective is the identity, or a chunk).
 """
 
@@ -50,7 +52,8 @@ def fixed(op: str, world: int, rows: int, cols: int, seed: int) -> dict:
 
 
 class ScaleTests:
-    """Subgroups, sizes, quiet ranks and world size 1 (``op`` set by the subclass)."""
+    """Subgroups, sizes, quiet ranks, double backward, complex64 and world size 1
+    (``op`` set by the subclass)."""
 
     op: str
 

@@ -184,6 +184,18 @@ def test_an_existing_report_directory_outside_the_project_is_not_a_test_path(tmp
     assert good.returncode == 0 and "tests/" not in good.stdout, good.stdout[-2000:]
 
 
+def test_a_new_report_directory_under_xdist_is_no_usage_error(tmp_path):
+    """``-n 2 --report NEW``: the controller makes NEW before the workers start, so the
+    workers see an existing path; the check is the controller's (it was a traceback)."""
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
+           "-k", "test_invalid_k_raises", "--allow-empty", "--report", str(tmp_path / "new")]
+    run = subprocess.run(cmd, cwd=SUITE.parents[1], env=_env(tmp_path), capture_output=True,
+                         text=True, check=False)
+    assert "Traceback" not in run.stderr + run.stdout, (run.stdout + run.stderr)[-3000:]
+    assert "UsageError" not in run.stderr, run.stderr[-2000:]
+    assert (tmp_path / "new" / "report.json").exists(), run.stdout[-2000:]
+
+
 # blind run-breakers (tests/planted/blind_run_breakers.py, written by a helper who had not
 # read the suite): each breaks one test of the run once; under xdist the run goes on
 BLIND = {"abort_in_runtime": "crashed", "exit_zero_silently": "crashed",

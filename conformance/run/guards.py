@@ -39,7 +39,11 @@ def _rootdir_without_our_values(config: pytest.Config) -> Path | None:
 
 
 def misread_path_option(config: pytest.Config) -> str | None:
-    """The one-line error for a path option whose separate value became the rootdir."""
+    """The one-line error for a path option whose separate value became the rootdir.
+    Checked where the run starts: an xdist worker starts after the controller has made the
+    report folder, so the same arguments name an existing path there (and a traceback)."""
+    if hasattr(config, "workerinput"):
+        return None
     args = list(config.invocation_params.args)
     values = [(o, v) for o, v in itertools.pairwise(args)
               if o in PATH_OPTIONS and not v.startswith("-")

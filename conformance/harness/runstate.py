@@ -191,5 +191,28 @@ def deselect_by_profile(config: pytest.Config, items: list[pytest.Item],
     return len(drop)
 
 
+class ProfilePlan:
+    """An area's profile plan: ``planned(item, profile)`` says which of its tests a profile
+    runs; ``deselect`` (its conftest's pytest_collection_modifyitems) leaves the others out,
+    ``header`` (its pytest_report_collectionfinish) says how many and where the plan is."""
+
+    def __init__(self, area: str, what: str, where: str,
+                 planned: Callable[[pytest.Item, str], bool]) -> None:
+        self.area, self.what, self.where, self.planned = area, what, where, planned
+        self.key = pytest.StashKey[int]()
+
+    def deselect(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        profile = config.stash[STATE].profile
+        config.stash[self.key] = deselect_by_profile(
+            config, items, lambda item: self.planned(item, profile))
+
+    def header(self, config: pytest.Config) -> list[str]:
+        left = config.stash.get(self.key, 0)
+        if not left:
+            return []
+        return [f"torch-conformance {self.area}: {left} {self.what} left out by the "
+                f"{config.stash[STATE].profile} profile ({self.where})"]
+
+
 # the session's RunState (``config.stash[STATE]``; areas read it in pytest_generate_tests)
 STATE = pytest.StashKey[RunState]()

@@ -7,9 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.areas.collectives.scale import PROFILE_SIZE_DTYPES
-from conformance.harness.runstate import STATE, deselect_by_profile
-
-LEFT_OUT = pytest.StashKey[int]()
+from conformance.harness.runstate import ProfilePlan
 
 
 def _planned(item: pytest.Item, profile: str) -> bool:
@@ -24,17 +22,13 @@ def _planned(item: pytest.Item, profile: str) -> bool:
     return dtype in PROFILE_SIZE_DTYPES[profile]
 
 
+PLAN = ProfilePlan("collectives", "size cases", "its dtypes and implementations: "
+                   "conformance/areas/collectives/scale.py", _planned)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    profile = config.stash[STATE].profile
-    config.stash[LEFT_OUT] = deselect_by_profile(config, items,
-                                                 lambda item: _planned(item, profile))
+    PLAN.deselect(config, items)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
-    left = config.stash.get(LEFT_OUT, 0)
-    if not left:
-        return []
-    profile = config.stash[STATE].profile
-    return [f"torch-conformance collectives: {left} size cases left out by the {profile} "
-            f"profile (its dtypes and implementations: conformance/areas/collectives/"
-            f"scale.py)"]
+    return PLAN.header(config)

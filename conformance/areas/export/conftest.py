@@ -6,9 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.areas.export.plan import planned, planned_calls, planned_shape, planned_tf32
-from conformance.harness.runstate import STATE, deselect_by_profile
-
-LEFT_OUT = pytest.StashKey[int]()
+from conformance.harness.runstate import ProfilePlan
 
 
 def _planned(item: pytest.Item, profile: str) -> bool:
@@ -29,16 +27,13 @@ def _planned(item: pytest.Item, profile: str) -> bool:
     return planned(name, params["model"], params["variant"], dtype, profile)
 
 
+PLAN = ProfilePlan("export", "round trips",
+                   "conformance/areas/export/plan.py; --profile thorough runs them", _planned)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    profile = config.stash[STATE].profile
-    config.stash[LEFT_OUT] = deselect_by_profile(config, items,
-                                                 lambda item: _planned(item, profile))
+    PLAN.deselect(config, items)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
-    left = config.stash.get(LEFT_OUT, 0)
-    profile = config.stash[STATE].profile
-    if not left:
-        return []
-    return [f"torch-conformance export: {left} round trips left out by the {profile} profile "
-            f"(conformance/areas/export/plan.py; --profile thorough runs them)"]
+    return PLAN.header(config)

@@ -25,7 +25,7 @@ features each needs are declared per runtime in impls/graphs.py).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,19 @@ MODES = ("global", "thread_local", "relaxed")
 def seed(run_seed: int) -> int:
     """BASE_SEED + the run's --seed."""
     return BASE_SEED + run_seed
+
+
+def _steps(graph: Any, g: Workload, e: Workload, impl: Any,
+           device: torch.device) -> Iterator[tuple[int, Any]]:
+    """For k = 1..REPLAYS: step k's inputs into the graphed and the eager workload, one
+    replay, one eager call; yields (k, eager's outputs) once the device is synchronised."""
+    for k in range(1, REPLAYS + 1):
+        for w in (g, e):
+            w.load_inputs(w.step_inputs(k))
+        graph.replay()
+        want = e.fn(*e.inputs)
+        cases.sync(impl.fn, device)
+        yield k, want
 
 
 def _drop2(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -221,12 +234,7 @@ def test_reset_recapture(impl, device, record, seed):
     regraph, _ = cases.capture_checked(record, impl.fn, *second, "into the reset graph",
                                           graph=graph.graph)
     record.note(same_object=regraph.graph is graph.graph)
-    for k in range(1, REPLAYS + 1):
-        for w in second:
-            w.load_inputs(w.step_inputs(k))
-        regraph.replay()
-        want = second[1].fn(*second[1].inputs)
-        cases.sync(impl.fn, device)
+    for k, want in _steps(regraph, *second, impl, device):
         record.require(bits(f"replay {k} after reset and recapture == the new function",
                             regraph.outputs, want))
 
@@ -297,12 +305,7 @@ def test_capture_error_mode(impl, device, record, seed, mode):
     graph, out = cases.capture_checked(record, impl.fn, g, e, f"in mode {mode!r}",
                                        capture_error_mode=mode)
     ran = float(counter)
-    for k in range(1, REPLAYS + 1):
-        for w in (g, e):
-            w.load_inputs(w.step_inputs(k))
-        graph.replay()
-        want = e.fn(*e.inputs)
-        cases.sync(impl.fn, device)
+    for k, want in _steps(graph, g, e, impl, device):
         record.require(bits(f"replay {k} == eager (mode {mode})", out, want))
     if mode != "global":
         bad = [d for d in done if d != "ok"]
@@ -387,12 +390,7 @@ def test_input_mutated_in_place(impl, device, record, seed):
                                                torch.zeros(64, device=device)], seed=seed)
             for _ in range(2))
     graph, _ = cases.capture_checked(record, impl.fn, g, e)
-    for k in range(1, REPLAYS + 1):
-        for w in (g, e):
-            w.load_inputs(w.step_inputs(k))
-        graph.replay()
-        want = e.fn(*e.inputs)
-        cases.sync(impl.fn, device)
+    for k, want in _steps(graph, g, e, impl, device):
         record.require(bits(f"replay {k}: the input updated in place == eager's",
                             [g.inputs[1]], [e.inputs[1]]))
         record.require(bits(f"replay {k}: output == eager", graph.outputs, want))

@@ -104,6 +104,21 @@ def one_hot(tensor: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
     return F.one_hot(tensor, num_classes)
 
 
+def take_along_dim(input: torch.Tensor, indices: torch.Tensor,
+                   dim: int | None = None) -> torch.Tensor:
+    return torch.take_along_dim(input, indices, dim)
+
+
+def searchsorted(sorted_sequence: torch.Tensor, values: torch.Tensor, *, right: bool = False,
+                 sorter: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.searchsorted(sorted_sequence, values, right=right, sorter=sorter)
+
+
+def bincount(input: torch.Tensor, weights: torch.Tensor | None = None,
+             minlength: int = 0) -> torch.Tensor:
+    return torch.bincount(input, weights, minlength)
+
+
 for _name, _fn in list(globals().items()):
     if callable(_fn) and getattr(_fn, "__module__", None) == __name__:
         _fn.conformance_name = (f"torch.Tensor.{_name}" if _name.endswith("_") else

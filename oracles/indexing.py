@@ -253,6 +253,38 @@ def one_hot(index: np.ndarray, num_classes: int) -> Expected:
     return Expected((index[..., None] == np.arange(num_classes)).astype(np.float64))
 
 
+def take_along_dim(x: np.ndarray, dim: int, index: np.ndarray) -> Expected:
+    """``torch.take_along_dim`` with an index of x's shape but along ``dim`` (numpy's
+    ``take_along_axis``): indices in [-n, n), negatives wrapped."""
+    n = x.shape[dim]
+    _check(index, -n, n, "take_along_dim")
+    return gather(x, dim, _wrap(index, n))
+
+
+def searchsorted(seq: np.ndarray, values: np.ndarray, sorter: np.ndarray,
+                 right: bool = False) -> Expected:
+    """``torch.searchsorted(seq, values, sorter=sorter, right=right)`` on the last dim:
+    ``sorter`` (seq's shape) holds indices in [0, n) that sort each row of ``seq``."""
+    n = seq.shape[-1]
+    _check(sorter, 0, n, "searchsorted sorter")
+    rows = int(np.prod(seq.shape[:-1]))  # 1 for a 1-D sequence
+    rows_seq = seq.reshape(rows, n)
+    rows_sorter = np.asarray(sorter, dtype=np.int64).reshape(rows, n)
+    rows_values = values.reshape(rows, values.shape[-1])
+    out = np.stack([np.searchsorted(row[order], vals, side="right" if right else "left")
+                    for row, order, vals in zip(rows_seq, rows_sorter, rows_values,
+                                                strict=True)]) \
+        if rows_seq.shape[0] else np.zeros(rows_values.shape, dtype=np.int64)
+    return Expected(out.reshape(values.shape).astype(np.float64))
+
+
+def bincount(index: np.ndarray, minlength: int) -> Expected:
+    """``torch.bincount(index, minlength=minlength)``: counts of non-negative integers."""
+    _check(index, 0, 2**63 - 1, "bincount")
+    flat = np.asarray(index, dtype=np.int64).reshape(-1)
+    return Expected(np.bincount(flat, minlength=minlength).astype(np.float64))
+
+
 # ---- writing ops (in place on ``x``; the result is the new value of x) ---------------------
 
 def scatter(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray,
@@ -335,3 +367,29 @@ def setitem(x: np.ndarray, dim: int, index: np.ndarray, value: np.ndarray) -> Ex
         perm = np.moveaxis(np.arange(x.size).reshape(x.shape), dim, 0).reshape(-1)
         out.choices = {int(perm[p]): c for p, c in out.choices.items()}
     return out
+
+
+def getitem_key(x: np.ndarray, key: dict[str, np.ndarray]) -> Expected:
+    """``x[mask]`` (a bool mask over the leading dims) or ``x[i0, i1]`` (two index tensors
+    on dims 0 and 1, negatives wrapped)."""
+    if "mask" in key:
+        mask = np.asarray(key["mask"], dtype=bool)
+        if mask.shape != x.shape[:mask.ndim]:
+            raise IndexError(f"mask of shape {mask.shape} for a tensor of shape {x.shape}")
+        return Expected(x[mask].astype(np.float64))
+    n0, n1 = x.shape[0], x.shape[1]
+    _check(key["i0"], -n0, n0, "getitem")
+    _check(key["index"], -n1, n1, "getitem")
+    return Expected(x[_wrap(key["i0"], n0), _wrap(key["index"], n1)].astype(np.float64))
+
+
+def setitem_key(x: np.ndarray, key: dict[str, np.ndarray], value: np.ndarray) -> Expected:
+    """``x[mask] = value`` or ``x[i0, i1] = value`` (duplicates: any written value)."""
+    if "mask" in key:
+        mask = np.asarray(key["mask"], dtype=bool)
+        if mask.shape != x.shape[:mask.ndim]:
+            raise IndexError(f"mask of shape {mask.shape} for a tensor of shape {x.shape}")
+        out = x.astype(np.float64).copy()
+        out[mask] = value
+        return Expected(out)
+    return index_put(x, [key["i0"], key["index"]], value)

@@ -25,6 +25,15 @@ INDEX_COMMON = [
      "'... non-negative.'"),
     (r"offsets\[", "embedding_bag: 'offsets[0] has to be 0 ...', 'offsets[-1] can not be "
      "greater than input's length ...'"),
+    (r"indexing axis dim should be positive", "index_select (CPU) on a size-0 dim: "
+     "'index_select(): self indexing axis dim should be positive'"),
+    (r"shape of the mask", "a bool mask of the wrong shape: 'The shape of the mask [5] at "
+     "index 0 does not match the shape of the indexed tensor [4, 5] at index 0'"),
+    (r"non-negative integral inputs", "bincount: 'bincount only supports 1-d non-negative "
+     "integral inputs.'"),
+    (r"(take from|put elements into) an empty tensor", "take / put_ on an empty tensor: "
+     "'take(): tried to take from an empty tensor', 'put_(): Tried to put elements into an "
+     "empty tensor'"),
 ]
 DEVICE_ASSERT = [
     (r"device-side assert", "c10/cuda CUDAException: 'CUDA error: device-side assert "
@@ -32,10 +41,30 @@ DEVICE_ASSERT = [
     (r"unspecified launch failure|hipErrorLaunchFailure|launch failure",
      "ROCm builds without kernel asserts (USE_ROCM_KERNEL_ASSERT off): an assert aborts the "
      "kernel, reported as hipErrorLaunchFailure (719)"),
-    (r"illegal memory access", "an out-of-bounds access the kernel did not check, caught by "
-     "the MMU: 'CUDA error: an illegal memory access was encountered' (the error is "
-     "reported, not silent, but the index was not validated)"),
+    (r"HSA_STATUS_ERROR_EXCEPTION", "ROCm: a kernel assert in a build without "
+     "USE_ROCM_KERNEL_ASSERT traps and the runtime aborts the process: "
+     "'HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception. "
+     "code: 0x1016' (the child's last stderr line)"),
 ]
+# an access the kernel did not check, caught by the MMU: reported, but never a valid
+# out-of-bounds error (the index was not validated; what was written before the fault is
+# not known) - the indexing checks fail it as an unchecked access
+MMU_FAULT = [
+    (r"illegal memory access|illegal address", "CUDA: 'CUDA error: an illegal memory access "
+     "was encountered' (cudaErrorIllegalAddress, 700), 'CUDA_ERROR_ILLEGAL_ADDRESS'"),
+    (r"memory access fault by gpu|page not present", "ROCm: 'Memory access fault by GPU "
+     "node-1 (Agent handle: ...) on address 0x.... Reason: Page not present or supervisor "
+     "privilege.' (then an abort)"),
+    (r"hipErrorIllegalAddress", "HIP: hipErrorIllegalAddress"),
+    (r"UR_RESULT_ERROR_DEVICE_LOST|PI_ERROR_DEVICE_LOST", "XPU (Level Zero): the device is "
+     "lost after a page fault"),
+]
+# a kernel assert's own line on stderr (CUDA's __assert_fail, ROCm with kernel asserts):
+# '.../IndexKernel.cu:92: operator(): block: [0,0,0], thread: [0,0,0] Assertion
+# `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.'
+KERNEL_ASSERT_LINE = r"Assertion\s.+\sfailed"
+# how a ROCm process that a kernel assert ended says so on stderr (no Python exception)
+ROCM_ABORT = r"HSA_STATUS_ERROR_EXCEPTION|hipErrorLaunchFailure|unspecified launch failure"
 MPS_ASYNC = [
     (r"index -?\d+ is out of bounds", "MPS asynchronous error buffer (pytorch#166615): "
      "torch.AcceleratorError 'index 1 is out of bounds for dimension 0 with size 1' at the "

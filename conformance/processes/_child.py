@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import faulthandler
 import os
 import signal
 import sys
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     rfd, wfd = (int(x) for x in opts.fds.split(","))
     for fd in (rfd, wfd):
         os.set_inheritable(fd, False)  # grandchildren must not hold the pipes open
+    # a segfault or an abort leaves every thread's Python stack in the output file (the
+    # parent's stderr tail), not just "died by SIGSEGV"
+    faulthandler.enable(all_threads=True)
     inbox, outbox = Connection(rfd, writable=False), Connection(wfd, readable=False)
     try:
         parent_path = inbox.recv()

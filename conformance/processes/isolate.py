@@ -33,6 +33,7 @@ from typing import Any
 from conformance.processes._case import case_name, exception_fields, run_case
 
 STARTUP_TIMEOUT = 120.0
+REAP_TIMEOUT = 10.0  # seconds to wait for a SIGKILLed child before reaping it in the background
 TAIL_BYTES = 4096
 TAG_ENV = "CONFORMANCE_ISOLATE_TAG"  # copied into the children's argv (to find them in /proc)
 DEVICE_ERROR = re.compile(r"CUDA error|HIP error|XPU error|MPS error|device-side assert|"
@@ -195,7 +196,9 @@ class _Child:
                 return None
 
     def kill(self) -> int:
-        """SIGKILL the whole process group, reap the child; its return code."""
+        """SIGKILL the whole process group and reap the child, waiting at most
+        ``REAP_TIMEOUT`` (a process stuck in the device driver may not die at once: a
+        daemon thread reaps it later); its return code (-9 while it is still unreaped)."""
         if self.proc.returncode is None:
             if self.dead:  # a dying child: let it finish exiting, keep it unreaped
                 deadline = time.monotonic() + 5.0
@@ -203,7 +206,12 @@ class _Child:
                     time.sleep(0.005)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
-            self.proc.wait()
+            try:
+                self.proc.wait(timeout=REAP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                threading.Thread(target=self.proc.wait, daemon=True,
+                                 name=f"reap-{self.pid}").start()
+                return -int(signal.SIGKILL)
         return self.proc.returncode
 
     def close(self) -> None:
@@ -264,6 +272,16 @@ def run_isolated(fn: Callable[..., Any] | str, *args: Any, device: str = "cpu",
     finally:
         with _lock:
             _busy.discard(child)
+
+
+def prestart(device: str = "cpu", env: dict[str, str] | None = None) -> None:
+    """Start the warm child for (device, env) now, without waiting for it: its start-up
+    (importing torch) overlaps whatever runs until its first case."""
+    env = {str(k): str(v) for k, v in (env or {}).items()}
+    key = (str(device), tuple(sorted(env.items())))
+    with _lock:
+        if key not in _pool:
+            _pool[key] = _Child(str(device), env)
 
 
 def _serve(key: Any, child: _Child, payload: bytes, timeout: float) -> Outcome:

@@ -62,9 +62,13 @@ class Isolated:
         self.timeout, self.env = timeout, env
         self._note = note
         self.calls: list[tuple[Outcome, str | None]] = []
+        self._notes: list[dict[str, Any]] = []  # each call's note, made once
 
     def __call__(self, fn: Callable[..., Any] | str, *args: Any, timeout: float | None = None,
-                 env: dict[str, str] | None = None, **kwargs: Any) -> Outcome:
+                 env: dict[str, str] | None = None, hide: tuple[str, ...] = (),
+                 **kwargs: Any) -> Outcome:
+        """``hide``: keyword arguments left out of the foreground command (a temporary
+        folder the case is given, say)."""
         env = {**self.env, **(env or {})}
         if self.mode == "inprocess":  # env cannot apply: torch is imported already
             outcome = run_inprocess(fn, *args, **kwargs)
@@ -72,9 +76,11 @@ class Isolated:
             outcome = run_isolated(fn, *args, device=self.device,
                                    timeout=self.timeout if timeout is None else timeout,
                                    env=env, **kwargs)
-        command = foreground_command(fn, args, kwargs, self.device, env)
+        shown = {k: v for k, v in kwargs.items() if k not in hide}
+        command = foreground_command(fn, args, shown, self.device, env)
         self.calls.append((outcome, command))
-        self._note([{**o.to_json(), "foreground": c} for o, c in self.calls])
+        self._notes.append({**outcome.to_json(), "foreground": command})
+        self._note(self._notes)
         return outcome
 
     @property

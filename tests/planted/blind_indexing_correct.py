@@ -217,7 +217,7 @@ def searchsorted(
     if sorter is not None:
         if sorter.dtype != torch.int64 or sorter.shape != seq.shape:
             raise RuntimeError("searchsorted(): sorter must be int64 with the boundary's shape")
-        srt = _check(sorter, n, seq.dim() - 1, "searchsorted(sorter)").reshape(-1, n)
+        srt = _check(sorter, n, seq.dim() - 1, "searchsorted(sorter)").reshape(b, n)
         s = np.take_along_axis(s, srt, axis=1)
     v = _np(vals.to(common)).reshape(b, vals.shape[-1] if seq.dim() > 1 else vals.numel())
     lo = np.zeros(v.shape, dtype=np.int64)

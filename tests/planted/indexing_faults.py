@@ -3,6 +3,7 @@ with a correct twin that must pass the same tests."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -90,6 +91,22 @@ def correct_scatter(x: torch.Tensor, dim: int, index: torch.Tensor,
 
 def correct_take(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.take(x, index)
+
+
+def index_select_writes_then_aborts(x: torch.Tensor, dim: int,
+                                    index: torch.Tensor) -> torch.Tensor:
+    """An unchecked kernel that stores past the end of ``x``'s storage range (the element
+    right after the view) and then takes the process down, as a ROCm kernel assert or a
+    segfault would: the guards must still be read (from the parent's arena) and the test
+    must stop at that case."""
+    n = x.shape[dim]
+    if bool(((index < 0) | (index >= n)).any()):
+        last = x.storage_offset() + sum((s - 1) * st for s, st in zip(x.shape, x.stride(),
+                                                                       strict=True))
+        past = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), last + 1, (1,), (1,))
+        past.fill_(7)
+        os.abort()
+    return torch.index_select(x, dim, index)
 
 
 for _name, _fn in list(globals().items()):

@@ -6,7 +6,8 @@ A ``Case`` holds float64/int64 numpy arrays by role: ``data`` (converted to the 
 integers for integer dtypes), ``index`` / ``offsets`` (the index dtype) and ``int64``
 (class targets, always int64), plus scalars. ``case.index`` names the array whose entries
 are checked for range, ``case.n`` its valid size (the dimension's, numel for take/put_,
-C for class targets) and ``case.dest`` the array an in-place op writes.
+C for class targets), ``case.dest`` the array an in-place op writes and ``case.expanded``
+the arrays stored as one element seen through stride 0 (every entry equal).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Case:
     index: str = "index"
     n: int = 0
     dest: str | None = None
+    expanded: frozenset[str] = frozenset()  # arrays materialized as stride-0 views
 
     def values(self, name: str) -> np.ndarray:
         return self.arrays[name][1]
@@ -42,8 +44,7 @@ def _indices(rng: np.random.Generator, shape: tuple[int, ...] | int, n: int,
     """Valid indices in [0, n) (duplicates likely for small n); some written as i - n when
     ``negative`` (for the ops that wrap negative indices)."""
     shape = (shape,) if isinstance(shape, int) else shape
-    if n == 0:  # no valid index: the builders ask for none
-        assert not int(np.prod(shape)), (shape, n)
+    if n == 0:  # no valid index: the builders ask for none, except into_empty (all invalid)
         return np.zeros(shape, dtype=np.int64)
     idx = rng.integers(0, n, shape, dtype=np.int64)
     if negative:
@@ -68,8 +69,9 @@ def _rng(p: Params) -> np.random.Generator:
 
 
 def _k(p: Params, n: int) -> int:
-    """The index count: none when nothing can be indexed."""
-    return int(p["k"]) if n else 0
+    """The index count: none when nothing can be indexed (unless ``into_empty``: an
+    invalid case indexing a size-0 dim)."""
+    return int(p["k"]) if n or p.get("into_empty") else 0
 
 
 def _smaller(rng: np.random.Generator, limit: int, dense: bool = False) -> int:
@@ -165,11 +167,28 @@ def build_put_(p: Params) -> Case:
                 {"accumulate": p["accumulate"]}, n=n, dest="x")
 
 
+def _key_arrays(rng: np.random.Generator, p: Params, shape: tuple[int, ...],
+                k: int) -> tuple[dict[str, tuple[str, np.ndarray]], dict[str, Any], int]:
+    """The key of getitem / setitem beyond one index tensor: a bool mask over dim 0
+    (``mask``) or two index tensors on dims 0 and 1 (``two``; ``index`` is the second,
+    the one corrupted); (arrays, scalars, n of the checked index)."""
+    if p.get("mask"):
+        return {"mask": ("mask", rng.random(shape[0]) < 0.5)}, {"mask": True}, shape[0]
+    n0, n1 = shape[0], shape[1]
+    k = k if n0 and n1 else 0
+    return ({"i0": ("index", _indices(rng, k, n0, p["negative"])),
+             "index": ("index", _indices(rng, k, n1, p["negative"]))}, {"two": True}, n1)
+
+
 def build_getitem(p: Params) -> Case:
     rng, shape = _rng(p), _shape(p)
     dim, axis = _dim(p, len(shape))
     n = shape[axis]
-    return Case("getitem", {"x": ("data", _data(rng, shape)),
+    x = ("data", _data(rng, shape))
+    if (p.get("two") and len(shape) >= 2) or (p.get("mask") and shape):
+        arrays, scalars, n = _key_arrays(rng, p, shape, _k(p, n))
+        return Case("getitem", {"x": x, **arrays}, {"dim": dim, **scalars}, n=n)
+    return Case("getitem", {"x": x,
                             "index": ("index", _indices(rng, _k(p, n), n, p["negative"]))},
                 {"dim": dim}, n=n)
 
@@ -179,9 +198,16 @@ def build_setitem(p: Params) -> Case:
     dim, axis = _dim(p, len(shape))
     n = shape[axis]
     k = _k(p, n)
+    x = ("data", _data(rng, shape))
+    if (p.get("two") and len(shape) >= 2) or (p.get("mask") and shape):
+        arrays, scalars, n = _key_arrays(rng, p, shape, k)
+        count = int(arrays["mask"][1].sum()) if "mask" in arrays else len(arrays["i0"][1])
+        vshape = () if p["scalar_value"] else (count, *shape[1 if "mask" in arrays else 2:])
+        return Case("setitem", {"x": x, **arrays, "values": ("data", _data(rng, vshape))},
+                    {"dim": dim, **scalars}, n=n, dest="x")
     vshape = () if p["scalar_value"] else tuple(k if d == axis else s
                                                   for d, s in enumerate(shape))
-    return Case("setitem", {"x": ("data", _data(rng, shape)),
+    return Case("setitem", {"x": x,
                             "index": ("index", _indices(rng, k, n, p["negative"])),
                             "values": ("data", _data(rng, vshape))},
                 {"dim": dim}, n=n, dest="x")
@@ -192,7 +218,8 @@ def build_embedding(p: Params) -> Case:
     num, d = shape[0], (shape[1] if len(shape) > 1 else 1) or 1
     ishape = (_k(p, num),) if p["dim"] % 2 else (_k(p, num), 2)
     return Case("embedding", {"index": ("index", _indices(rng, ishape, num, False)),
-                              "weight": ("data", _data(rng, (num, d)))}, n=num)
+                              "weight": ("data", _data(rng, (num, d)))},
+                {"max_norm": 1.0 if p.get("max_norm") else None}, n=num)
 
 
 def build_embedding_bag(p: Params) -> Case:
@@ -240,3 +267,35 @@ def build_one_hot(p: Params) -> Case:
     ishape = (_k(p, classes),) if p["dim"] % 2 else (_k(p, classes), 2)
     return Case("one_hot", {"index": ("int64", _indices(rng, ishape, classes, False))},
                 {"num_classes": classes}, n=classes)
+
+
+def build_take_along_dim(p: Params) -> Case:
+    rng, shape = _rng(p), _shape(p)
+    dim, axis = _dim(p, len(shape))
+    n = shape[axis]
+    ishape = tuple(_k(p, n) if d == axis else s for d, s in enumerate(shape))
+    return Case("take_along_dim", {"x": ("data", _data(rng, shape)),
+                                   "index": ("index", _indices(rng, ishape, n, p["negative"]))},
+                {"dim": dim}, n=n)
+
+
+def build_searchsorted(p: Params) -> Case:
+    """A sequence (rows along the last dim, unsorted), the permutation that sorts each row
+    (``sorter``, the checked index) and values to place."""
+    rng, shape = _rng(p), _shape(p)
+    shape = shape[-2:] if len(shape) > 1 else shape
+    n = shape[-1]
+    seq = _data(rng, shape)
+    # ties broken by position; the rounding to the run's dtype keeps the order (monotonic)
+    sorter = np.argsort(seq, axis=-1, kind="stable").astype(np.int64)
+    values = _data(rng, (*shape[:-1], min(_k(p, n), 16)))  # the sorter is what is large
+    return Case("searchsorted", {"seq": ("data", seq), "values": ("data", values),
+                                 "sorter": ("index", sorter)}, {"right": p["right"]},
+                index="sorter", n=n)
+
+
+def build_bincount(p: Params) -> Case:
+    rng, shape = _rng(p), _shape(p)
+    n = max(shape[-1], 1)  # the bins minlength asks for (larger values are valid)
+    return Case("bincount", {"index": ("index", _indices(rng, _k(p, n), n, False))},
+                {"minlength": n}, n=n)

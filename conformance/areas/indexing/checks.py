@@ -22,6 +22,9 @@ correctly afterwards.
 
 from __future__ import annotations
 
+import importlib
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +32,8 @@ import torch
 
 from conformance.areas.indexing.cases import Case, Params
 from conformance.areas.indexing.memory import Guarded, materialize
-from conformance.areas.indexing.ops import SPECS, OpSpec, corrupt
+from conformance.areas.indexing.ops import INVALID_SHAPE, SPECS, TIER_KINDS, OpSpec, corrupt
+from conformance.areas.indexing.returned import what_came_back
 from conformance.harness import recheck
 from conformance.harness.tensors import exact_numpy
 from oracles import indexing as oracle
@@ -162,7 +166,7 @@ def _expect_valid(spec: OpSpec, case: Case, inputs: dict[str, np.ndarray],
     want = np.asarray(exp.value, dtype=np.float64)
     b = bound(spec, exp, inputs, case, dname)
     target = recheck.written(views["x"]) if spec.writes else recheck.output()
-    want_dtype = torch.int64 if spec.name == "one_hot" else dtype
+    want_dtype = getattr(torch, spec.out_dtype) if spec.out_dtype else dtype
     if b is None:  # exact; where several writes race, any of their values
         choices = exp.choices or {}
         alts = []
@@ -201,7 +205,7 @@ def run_valid(fn: Any, spec: OpSpec, case: Case, dtype: torch.dtype, index_dtype
     if spec.writes and (result.data_ptr(), result.shape, result.stride()) != (
             target.data_ptr(), target.shape, target.stride()):
         out["structure"].append("an in-place op must return self")
-    want_dtype = torch.int64 if spec.name == "one_hot" else dtype
+    want_dtype = getattr(torch, spec.out_dtype) if spec.out_dtype else dtype
     if result.dtype != want_dtype:
         out["structure"].append(f"dtype {result.dtype} != {want_dtype}")
     if result.device.type != torch.device(device).type:
@@ -230,21 +234,48 @@ def _classify(exc: BaseException) -> dict[str, Any]:
 
 
 def invalid_case(op: str, params: Params, kind: str, dtype: str, index_dtype: str,
-                 layout: str, impl_spec: str, device: str) -> dict[str, Any]:
+                 layout: str, impl_spec: str, device: str,
+                 arena: str | None = None) -> dict[str, Any]:
     """Run ``op`` with one invalid index of ``kind`` and report what happened (JSON-able).
     A module-level function of literal arguments: it runs the same in the test process, in
-    an isolated child and in the foreground (``torch-conformance isolate``)."""
+    an isolated child and in the foreground (``torch-conformance isolate``); ``arena``: a
+    folder the parent reads the guards from (memory.py)."""
     case = SPECS[op].build(params)
     bad = corrupt(case, kind, index_dtype, np.random.default_rng([params["seed"], 1]))
     if bad is None:
         return {"applies": False}
-    return run_invalid(impl_spec, bad, case, dtype, index_dtype, layout, device)
+    good = case
+    # the twin: indexing nothing (a size-0 dim), small (the large tier: as good a witness
+    # that the device still works), without max_norm (it renorms the weight in place)
+    if params.get("into_empty") or kind in TIER_KINDS or params.get("max_norm"):
+        twin = {**params, "into_empty": False, "max_norm": False}
+        if kind in TIER_KINDS:
+            twin.update(shape=INVALID_SHAPE, k=3)
+        good = SPECS[op].build(twin)
+    return run_invalid(impl_spec, bad, good, dtype, index_dtype, layout, device,
+                       arena=arena)
+
+
+def invalid_batch(fn: str, cases: list[tuple], arena: str) -> int:
+    """Run the invalid cases ``fn(*args, arena=arena/i)`` in order (in one isolated child),
+    each one's JSON result written to ``arena/i/result.json`` as soon as it ends, so that
+    a crash or hang of a later case loses none of them; how many ran."""
+    module, _, qualname = fn.partition(":")
+    case: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        case = getattr(case, part)
+    for i, args in enumerate(cases):
+        folder = Path(arena, str(i))
+        folder.mkdir()
+        res = case(*args, arena=str(folder))
+        (folder / "result.json").write_text(json.dumps(res))
+    return len(cases)
 
 
 def literal_case(op: str, arrays: dict[str, tuple[str, list]], scalars: dict[str, Any],
                  index: str, n: int, bad_value: int, at: int, dtype: str, index_dtype: str,
                  layout: str, impl_spec: str, device: str,
-                 compiled: bool = False) -> dict[str, Any]:
+                 compiled: bool = False, arena: str | None = None) -> dict[str, Any]:
     """``invalid_case`` for a case given literally (the regression cases): entry ``at`` of
     array ``index`` is replaced by ``bad_value``; ``compiled``: the implementation under
     ``torch.compile`` (run it in a fresh child: Inductor's verdict depends on what it
@@ -254,13 +285,16 @@ def literal_case(op: str, arrays: dict[str, tuple[str, list]], scalars: dict[str
     bad_arrays = {k: (role, v.copy()) for k, (role, v) in good.arrays.items()}
     bad_arrays[index][1].reshape(-1)[at] = bad_value
     bad = Case(op, bad_arrays, dict(scalars), index, n, good.dest)
-    return run_invalid(impl_spec, bad, good, dtype, index_dtype, layout, device, compiled)
+    return run_invalid(impl_spec, bad, good, dtype, index_dtype, layout, device, compiled,
+                       arena)
 
 
 def run_invalid(impl_spec: str, bad: Case, good: Case, dtype: str, index_dtype: str,
-                layout: str, device: str, compiled: bool = False) -> dict[str, Any]:
+                layout: str, device: str, compiled: bool = False,
+                arena: str | None = None) -> dict[str, Any]:
     """Run the invalid case ``bad``, then its valid twin ``good`` (is the device still
-    correct?); where the error surfaced, the exception, the guards."""
+    correct?); where the error surfaced, the exception, the guards, and what a silent
+    call returned."""
     from conformance.harness.registry import load_object
 
     fn = load_object(impl_spec, f"--impl indexing.{bad.op}")
@@ -268,7 +302,7 @@ def run_invalid(impl_spec: str, bad: Case, good: Case, dtype: str, index_dtype: 
         fn = torch.compile(fn, dynamic=False)
     spec, tdtype = SPECS[bad.op], getattr(torch, dtype)
     out: dict[str, Any] = {"applies": True, "surfaced": "never", "bad": _bad_summary(bad)}
-    g = materialize(bad, tdtype, index_dtype, device, layout)
+    g = materialize(bad, tdtype, index_dtype, device, layout, arena)
     views = {k: v.view for k, v in g.items()}
     result = None
     try:
@@ -282,6 +316,8 @@ def run_invalid(impl_spec: str, bad: Case, good: Case, dtype: str, index_dtype: 
                 result.cpu()
         except Exception as exc:
             out.update(surfaced="sync", **_classify(exc))
+    if out["surfaced"] == "never":
+        out["returned"] = _returned(spec, bad, views, result, dtype)
     try:
         out["guards"] = [d for gd in g.values() for c, d in [gd.intact()] if c]
         out["guards_checked"] = True
@@ -291,9 +327,31 @@ def run_invalid(impl_spec: str, bad: Case, good: Case, dtype: str, index_dtype: 
     return out
 
 
+def _returned(spec: OpSpec, bad: Case, views: dict[str, torch.Tensor], result: Any,
+              dtype: str) -> str:
+    """What the silent call gave back, in words (returned.py)."""
+    target = views["x"] if spec.writes else result
+    if not isinstance(target, torch.Tensor):
+        return f"a {type(result).__name__}, not a tensor"
+    try:
+        got = exact_numpy(target)
+    except Exception as exc:
+        return f"a result that cannot be read back ({type(exc).__name__}: {exc})"[:300]
+    return what_came_back(spec.oracle, bad, spec.bounds(bad.n), got,
+                          not dtype.startswith(("float", "bfloat")))
+
+
 def _bad_summary(case: Case) -> str:
     values = case.values(case.index).reshape(-1)
-    text = f"{case.index}={values[:8].tolist()}{'...' if values.size > 8 else ''} (n={case.n})"
+    low, high = SPECS[case.op].bounds(case.n)
+    where = np.flatnonzero((values < low) | (values >= high))
+    if values.size > 8 and where.size:  # a large case: where the bad entries are
+        at = int(where[0])
+        text = (f"{case.index}[{at}]={int(values[at])} ({where.size} bad of {values.size} "
+                f"entries{', stride 0' if case.index in case.expanded else ''}; n={case.n})")
+    else:
+        text = f"{case.index}={values[:8].tolist()}{'...' if values.size > 8 else ''} " \
+               f"(n={case.n})"
     if "offsets" in case.arrays:
         text += f", offsets={case.values('offsets').tolist()}"
     return text

@@ -22,6 +22,7 @@ import torch
 from conformance.areas.indexing.cases import (
     Case,
     Params,
+    build_bincount,
     build_class_targets,
     build_embedding,
     build_embedding_bag,
@@ -33,8 +34,10 @@ from conformance.areas.indexing.cases import (
     build_one_hot,
     build_put_,
     build_scatter_like,
+    build_searchsorted,
     build_setitem,
     build_take,
+    build_take_along_dim,
 )
 from oracles import indexing as oracle
 
@@ -63,6 +66,9 @@ class OpSpec:
     index_dtypes: tuple[str, ...] = ("int64", "int32")
     options: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     extra_kinds: tuple[str, ...] = ()
+    no_kinds: tuple[str, ...] = ()  # base kinds that cannot apply
+    upper_ok: bool = False  # indices >= n are valid (bincount): only negative ones are bad
+    out_dtype: str | None = None  # the result's dtype when it is not the data's
     min_ndim: int = 1
     max_ndim: int = 3
 
@@ -70,9 +76,32 @@ class OpSpec:
     def writes(self) -> bool:
         return self.name.endswith("_") or self.name == "setitem"
 
+    def bounds(self, n: int) -> tuple[float, float]:
+        """The valid index range [low, high) for a dimension of size n."""
+        return (-n if self.negative_ok else 0), (float("inf") if self.upper_ok else n)
 
-def _key(s: dict[str, Any], index: torch.Tensor) -> tuple:
-    """``x[:, ..., index]`` on dimension ``dim`` (a negative dim counts from the end)."""
+
+KEYS = (*DIMS, {"two": True})  # getitem / setitem: x[..., idx] on each end, x[i0, idx]
+KEY_OPTIONS: dict[str, tuple[Any, ...]] = {"two": (False, True), "mask": (False, True)}
+MASK_KINDS = ("mask_short", "mask_long")  # a bool mask one shorter / longer than dim 0
+
+
+def _keyed(s: dict[str, Any]) -> bool:
+    return bool(s.get("mask") or s.get("two"))
+
+
+def _key_arrays(a: dict[str, Any]) -> dict[str, Any]:
+    return {k: a[k] for k in ("mask", "i0", "index") if k in a}
+
+
+def _key(s: dict[str, Any], t: Tensors) -> Any:
+    """``x[:, ..., index]`` on dimension ``dim`` (a negative dim counts from the end),
+    ``x[mask]`` or ``x[i0, index]``."""
+    if s.get("mask"):
+        return t["mask"]
+    if s.get("two"):
+        return (t["i0"], t["index"])
+    index = t["index"]
     d = s["dim"]
     if d >= 0:
         return (slice(None),) * d + (index,)
@@ -88,6 +117,7 @@ REDUCE = ("sum", "prod", "mean", "amax", "amin")
 INDEX_REDUCE = ("prod", "mean", "amax", "amin")  # index_reduce_ has no "sum"
 _LOSS: dict[str, Any] = {  # nll_loss and cross_entropy
     "index_dtypes": ("int64",), "extra_kinds": ("near_ignore_index",), "min_ndim": 2,
+    "no_kinds": ("empty_dim",),  # the class dim is never empty
     "invalid": (*({"reduction": r} for r in ("none", "mean", "sum")),
                 {"reduction": "mean", "ignored": True, "weighted": True}),
     "options": {"reduction": ("none", "sum", "mean"), "weighted": (False, True),
@@ -149,15 +179,18 @@ SPECS: dict[str, OpSpec] = {s.name: s for s in [
            lambda a, s, i: oracle.put(a["x"], a["index"], a["src"], s["accumulate"]),
            build_put_, ({"accumulate": False}, {"accumulate": True}), negative_ok=True,
            index_dtypes=("int64",), options={"accumulate": (False, True)}, min_ndim=0),
-    OpSpec("getitem", lambda f, t, s: f(t["x"], _key(s, t["index"])),
-           lambda a, s, i: oracle.getitem(a["x"], s["dim"], a["index"]), build_getitem, DIMS,
-           negative_ok=True),
-    OpSpec("setitem", lambda f, t, s: f(t["x"], _key(s, t["index"]), t["values"]),
-           lambda a, s, i: oracle.setitem(a["x"], s["dim"], a["index"], a["values"]),
-           build_setitem, DIMS, negative_ok=True, options={"scalar_value": (False, True)}),
-    OpSpec("embedding", lambda f, t, s: f(t["index"], t["weight"]),
+    OpSpec("getitem", lambda f, t, s: f(t["x"], _key(s, t)),
+           lambda a, s, i: oracle.getitem_key(a["x"], _key_arrays(a)) if _keyed(s) else
+           oracle.getitem(a["x"], s["dim"], a["index"]), build_getitem, KEYS,
+           negative_ok=True, options=KEY_OPTIONS, extra_kinds=MASK_KINDS),
+    OpSpec("setitem", lambda f, t, s: f(t["x"], _key(s, t), t["values"]),
+           lambda a, s, i: oracle.setitem_key(a["x"], _key_arrays(a), a["values"])
+           if _keyed(s) else oracle.setitem(a["x"], s["dim"], a["index"], a["values"]),
+           build_setitem, KEYS, negative_ok=True,
+           options={"scalar_value": (False, True), **KEY_OPTIONS}, extra_kinds=MASK_KINDS),
+    OpSpec("embedding", lambda f, t, s: f(t["index"], t["weight"], max_norm=s["max_norm"]),
            lambda a, s, i: oracle.embedding(a["index"], a["weight"]), build_embedding,
-           max_ndim=2),
+           ({}, {"max_norm": True}), max_ndim=2),
     OpSpec("embedding_bag",
            lambda f, t, s: f(t["index"], t["weight"], t["offsets"], mode=s["mode"],
                              per_sample_weights=t.get("per_sample_weights"),
@@ -182,7 +215,19 @@ SPECS: dict[str, OpSpec] = {s.name: s for s in [
            lambda p: build_class_targets("cross_entropy", p), **_LOSS),
     OpSpec("one_hot", lambda f, t, s: f(t["index"], s["num_classes"]),
            lambda a, s, i: oracle.one_hot(a["index"], s["num_classes"]), build_one_hot,
-           index_dtypes=("int64",)),
+           index_dtypes=("int64",), no_kinds=("empty_dim",), out_dtype="int64"),
+    OpSpec("take_along_dim", lambda f, t, s: f(t["x"], t["index"], s["dim"]),
+           lambda a, s, i: oracle.take_along_dim(a["x"], s["dim"], a["index"]),
+           build_take_along_dim, DIMS, negative_ok=True, index_dtypes=("int64",)),
+    OpSpec("searchsorted",
+           lambda f, t, s: f(t["seq"], t["values"], right=s["right"], sorter=t["sorter"]),
+           lambda a, s, i: oracle.searchsorted(a["seq"], a["values"], a["sorter"], s["right"]),
+           build_searchsorted, ({"right": False}, {"right": True}), index_dtypes=("int64",),
+           options={"right": (False, True)}, no_kinds=("empty_dim",), out_dtype="int64",
+           max_ndim=2),
+    OpSpec("bincount", lambda f, t, s: f(t["index"], None, s["minlength"]),
+           lambda a, s, i: oracle.bincount(a["index"], s["minlength"]), build_bincount,
+           upper_ok=True, out_dtype="int64", max_ndim=1),
 ]}
 
 # defaults for the options an op does not draw (builders read every key)
@@ -191,54 +236,122 @@ DEFAULTS: dict[str, Any] = {
     "broadcast": False, "scalar_value": False, "mode": "sum", "include_last_offset": False,
     "per_sample_weights": False, "padding": False, "reduction": "none", "weighted": False,
     "ignore_index": -100, "ignored": False, "negative": False, "bags": 3,
-    "dense": False,
+    "dense": False, "right": False, "two": False, "mask": False, "max_norm": False,
 }
 
-INVALID_SHAPE = (4, 5)  # every invalid case: a 4 x 5 operand (take/put_: 20 elements)
+INVALID_SHAPE = (4, 5)  # the small tier: a 4 x 5 operand (take/put_: 20 elements), k = 3
+# the large tier: many blocks / vectors of work, a count that is no multiple of a vector
+# width, past a 256-index fast path and a 1024-thread block (docs/areas/indexing.md)
+LARGE_SHAPE, LARGE_K = (1031, 7), 4099
+TIER_KINDS = ("late_in_large", "all_in_large")  # kind n in the large tier: late / everywhere
 
 
-def invalid_params(spec: OpSpec, variant: dict[str, Any], seed: int) -> dict[str, Any]:
-    """The literal parameters of an invalid case: a fixed structure, values from ``seed``."""
+def invalid_params(spec: OpSpec, variant: dict[str, Any], seed: int,
+                   kind: str = "n") -> dict[str, Any]:
+    """The literal parameters of an invalid case: a fixed structure for the kind's tier
+    (empty_dim: the indexed dim has size 0), values from ``seed``."""
     params = dict(DEFAULTS, shape=INVALID_SHAPE, dim=0, k=3, seed=seed, dense=True)
     params.update({name: choices[0] for name, choices in spec.options.items()})
     params.update(variant)
+    if kind in TIER_KINDS:  # the indexed dim is the long one (dim -1: (7, 1031))
+        params.update(shape=LARGE_SHAPE if params["dim"] % 2 == 0 else LARGE_SHAPE[::-1],
+                      k=LARGE_K)
+    if kind == "empty_dim":
+        shape = list(params["shape"])
+        shape[params["dim"] % len(shape)] = 0
+        params.update(shape=tuple(shape), into_empty=True)
     return params
 
-BASE_KINDS = ("n", "-n-1", "-1", "huge", "int32_max", "int64_min")
+
+LARGE_VALID: dict[str, Any] = {"shape": (3, 5), "k": LARGE_K}  # > 1000 terms per element
+LARGE_VALID_OPS: dict[str, dict[str, Any]] = {  # where the long dim is another one
+    "nll_loss": {"shape": (LARGE_K, 5)}, "cross_entropy": {"shape": (LARGE_K, 5)},
+    "bincount": {"shape": (5,)}, "searchsorted": {"shape": (3, 1031)}}
+
+
+def large_valid_params(spec: OpSpec, variant: dict[str, Any],
+                       seed: int) -> dict[str, Any] | None:
+    """A valid case of the large tier for one option set (None for products: 4099 factors
+    overflow any dtype): many indices into few rows."""
+    params = dict(DEFAULTS, dim=0, seed=seed, dense=True, **LARGE_VALID)
+    params.update({name: choices[0] for name, choices in spec.options.items()})
+    params.update(variant)
+    params.update(LARGE_VALID_OPS.get(spec.name, {}))
+    if params.get("reduce") == "prod" or params.get("max_norm"):  # max_norm: invalid only
+        return None
+    if params["dim"] % 2:  # the indexed dim is the short one: (5, 3) along dim -1
+        params["shape"] = tuple(params["shape"])[::-1]
+    return params
+
+
+def fine_data(case: Case, seed: int) -> Case:
+    """The large tier's data: 1 + 2^-12 (1 + u), u in [0, 1): exact in float32, all of one
+    sign and all rounded down to 1 by float16, so that a sum of > 1000 terms that takes a
+    half-precision shortcut errs by far more than the float32 bound (random +-[0.5, 2)
+    data lets such errors cancel). Not for searchsorted (its sorter follows the data)."""
+    if case.op == "searchsorted":
+        return case
+    rng = np.random.default_rng([seed, 2])
+    arrays = {k: (role, 1 + 2.0**-12 * (1 + rng.random(v.shape)) if role == "data" else v)
+              for k, (role, v) in case.arrays.items()}
+    return Case(case.op, arrays, case.scalars, case.index, case.n, case.dest, case.expanded)
+
+
+BASE_KINDS = ("n", "-n-1", "-1", "huge", "int32_max", "int64_max", "int64_min", "wrap32",
+              "empty_dim", "expanded")
+LOWER_KINDS = ("-n-1", "-1", "int64_min", "expanded")  # below the range (expanded: -1 there)
+NEEDS_INT64 = ("huge", "int64_max", "int64_min", "wrap32")  # values int32 cannot hold
 
 
 def kinds(spec: OpSpec) -> tuple[str, ...]:
     """The invalid-index kinds of an op: one past the end (n), below the wrapped range
     (-n-1), -1 where negatives are rejected, a huge value, INT32_MAX (int32 indices),
-    INT64_MIN (int64 indices), and the op's own (embedding_bag offsets, nll targets)."""
-    base = [k for k in BASE_KINDS if not (k == "-1" and spec.negative_ok)]
+    INT64_MAX and INT64_MIN, 2^32 + 1 (a valid index once truncated to 32 bits), any index
+    into a size-0 dim, n in a stride-0 (expanded) index tensor, the large tier's
+    (``TIER_KINDS``) and the op's own (embedding_bag offsets, nll targets)."""
+    base = [k for k in BASE_KINDS if not (k == "-1" and spec.negative_ok)
+            and k not in spec.no_kinds and not (spec.upper_ok and k not in LOWER_KINDS)]
     base = [k for k in base if k != "int32_max" or "int32" in spec.index_dtypes]
-    return (*base, *spec.extra_kinds)
+    return (*base, *TIER_KINDS, *spec.extra_kinds)
 
 
 def bad_value(kind: str, n: int, index_dtype: str) -> int | None:
     """The invalid index of ``kind`` for a range of size n, or None if the dtype cannot
     hold it."""
-    if kind == "n":
+    if kind in ("n", "expanded", *TIER_KINDS):
         return n
     if kind == "-n-1":
         return -n - 1
     if kind == "-1":
         return -1
-    if kind == "huge":
-        return 2**40 if index_dtype == "int64" else None
+    if kind == "empty_dim":
+        return 0 if n == 0 else None
+    if kind in NEEDS_INT64 and index_dtype != "int64":
+        return None
     if kind == "int32_max":
         return 2**31 - 1 if index_dtype == "int32" else None
-    if kind == "int64_min":
-        return -(2**63) if index_dtype == "int64" else None
-    raise ValueError(kind)
+    return {"huge": 2**40, "int64_max": 2**63 - 1, "int64_min": -(2**63),
+            "wrap32": 2**32 + 1}[kind]
 
 
 def corrupt(case: Case, kind: str, index_dtype: str, rng: np.random.Generator) -> Case | None:
-    """A copy of ``case`` with one invalid index (or invalid offsets), or None where the
-    kind does not apply (the index dtype cannot hold the value; no entry to corrupt)."""
+    """A copy of ``case`` with one invalid index (or invalid offsets; every index for
+    all_in_large and expanded, a late one for late_in_large), or None where the kind does
+    not apply (the index dtype cannot hold the value; no entry to corrupt)."""
     arrays = {k: (role, v.copy()) for k, (role, v) in case.arrays.items()}
     scalars = dict(case.scalars)
+    if kind in MASK_KINDS:  # a mask of the wrong length (set: one scalar value)
+        rows = case.values("x").shape[0] if case.values("x").ndim else 0
+        length = rows - 1 if kind == "mask_short" else rows + 1
+        if length < 0:
+            return None
+        arrays = {k: v for k, v in arrays.items() if k not in ("index", "i0")}
+        arrays["mask"] = ("mask", np.ones(length, dtype=bool))
+        if "values" in arrays:
+            arrays["values"] = ("data", np.asarray(arrays["values"][1]).reshape(-1)[:1]
+                                .reshape(()) if arrays["values"][1].size else np.asarray(1.0))
+        scalars.update(mask=True, two=False)
+        return Case(case.op, arrays, scalars, "mask", length, case.dest)
     if kind.startswith("offset_"):
         offsets = arrays["offsets"][1]
         length = len(arrays["index"][1])
@@ -259,10 +372,22 @@ def corrupt(case: Case, kind: str, index_dtype: str, rng: np.random.Generator) -
         return None
     if kind == "near_ignore_index":  # -101 (or -100 when another index is ignored)
         value: int | None = -101 if scalars["ignore_index"] == -100 else -100
+    elif SPECS[case.op].upper_ok and kind in ("expanded", *TIER_KINDS):
+        value = -1  # nothing is too large: the bad value is below the range
     else:
         value = bad_value(kind, case.n, index_dtype if role == "index" else "int64")
     if value is None:
         return None
     flat = index.reshape(-1)
-    flat[int(rng.integers(0, flat.size))] = value
-    return Case(case.op, arrays, scalars, case.index, case.n, case.dest)
+    if kind == "expanded" and index.ndim >= 2 and index.shape[0] > 1:
+        # rows constant along the last dim (stored once: stride 0), a late row bad
+        index[...] = index[..., :1]
+        index[int(rng.integers(1, index.shape[0]))] = value
+    elif kind in ("all_in_large", "expanded", "empty_dim"):
+        flat[:] = value
+    elif kind == "late_in_large":  # past the first vector and block: in the last eighth
+        flat[int(rng.integers(flat.size - flat.size // 8, flat.size))] = value
+    else:
+        flat[int(rng.integers(0, flat.size))] = value
+    expanded = frozenset({case.index}) if kind == "expanded" else frozenset()
+    return Case(case.op, arrays, scalars, case.index, case.n, case.dest, expanded)

@@ -2,7 +2,7 @@
 kinds added for issue 44 (INT64_MAX, 2^32 + 1, a size-0 dim, a stride-0 index) run in one
 floating and one integer dtype, and the large tier once per op (test_large and a late bad
 index, float32; int64 for one_hot and bincount); dev and thorough run every kind and the
-large tier in every dtype."""
+large tier in every dtype; only thorough runs the 64-bit cases (test_wide.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ def _one_case_dtype(item: pytest.Item) -> str:
 
 def _planned(item: pytest.Item, profile: str) -> bool:
     name = getattr(item, "originalname", "")
+    if name == "test_64bit" and "indexing" in item.path.parts:  # 4 GiB operands
+        return profile == "thorough"
     if profile != "ci" or name not in ("test_invalid", "test_large") or \
             "indexing" not in item.path.parts:
         return True

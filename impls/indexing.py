@@ -119,6 +119,19 @@ def bincount(input: torch.Tensor, weights: torch.Tensor | None = None,
     return torch.bincount(input, weights, minlength)
 
 
+def masked_select(input: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.masked_select(input, mask)
+
+
+def masked_scatter_(x: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    return x.masked_scatter_(mask, source)
+
+
+def repeat_interleave(input: torch.Tensor, repeats: torch.Tensor, dim: int | None = None, *,
+                      output_size: int | None = None) -> torch.Tensor:
+    return torch.repeat_interleave(input, repeats, dim, output_size=output_size)
+
+
 for _name, _fn in list(globals().items()):
     if callable(_fn) and getattr(_fn, "__module__", None) == __name__:
         _fn.conformance_name = (f"torch.Tensor.{_name}" if _name.endswith("_") else

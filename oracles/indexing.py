@@ -393,3 +393,33 @@ def setitem_key(x: np.ndarray, key: dict[str, np.ndarray], value: np.ndarray) ->
         out[mask] = value
         return Expected(out)
     return index_put(x, [key["i0"], key["index"]], value)
+
+
+def masked_select(x: np.ndarray, mask: np.ndarray) -> Expected:
+    """``torch.masked_select(x, mask)`` with a mask of x's shape."""
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != x.shape:
+        raise ValueError(f"mask of shape {mask.shape} for a tensor of shape {x.shape}")
+    return Expected(x[mask].astype(np.float64))
+
+
+def masked_scatter(x: np.ndarray, mask: np.ndarray, source: np.ndarray) -> Expected:
+    """``x.masked_scatter_(mask, source)``: the positions where the mask is true, in
+    row-major order, take source's leading elements."""
+    mask = np.asarray(mask, dtype=bool)
+    count = int(mask.sum())
+    if mask.shape != x.shape or source.size < count:
+        raise ValueError(f"mask {mask.shape} / source of {source.size} for {x.shape}")
+    out = x.astype(np.float64).copy()
+    out[mask] = np.asarray(source, dtype=np.float64).reshape(-1)[:count]
+    return Expected(out)
+
+
+def repeat_interleave(x: np.ndarray, repeats: np.ndarray, dim: int,
+                      output_size: int) -> Expected:
+    """``torch.repeat_interleave(x, repeats, dim, output_size=output_size)``."""
+    repeats = np.asarray(repeats, dtype=np.int64)
+    _check(repeats, 0, 2**63 - 1, "repeat_interleave repeats")
+    if int(repeats.sum()) != output_size:
+        raise ValueError(f"output_size {output_size} != sum of repeats {int(repeats.sum())}")
+    return Expected(np.repeat(x, repeats, axis=dim).astype(np.float64))

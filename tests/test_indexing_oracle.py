@@ -286,3 +286,51 @@ def test_one_hot():
     eq(ix.one_hot(A([[1], [0]]), 2).value, [[[0, 1]], [[1, 0]]])
     for bad in ([3], [-1]):
         raises(ix.one_hot, A(bad), 3)
+
+
+def test_take_along_dim_wraps_negatives_only_in_range():
+    eq(ix.take_along_dim(X, 1, A([[2, -3], [-1, 0]])).value, [[3, 1], [6, 4]])
+    eq(ix.take_along_dim(X, 0, A([[1, 0, -2]])).value, [[4, 2, 3]])
+    for bad in ([[3, 0], [0, 0]], [[-4, 0], [0, 0]]):
+        raises(ix.take_along_dim, X, 1, A(bad))
+
+
+def test_searchsorted_with_a_sorter():
+    seq = A([3., 1., 2., 2.])  # sorted by [1, 2, 3, 0]: 1, 2, 2, 3
+    order = A([1, 2, 3, 0])
+    eq(ix.searchsorted(seq, A([2., 0., 4.]), order).value, [1, 0, 4])
+    eq(ix.searchsorted(seq, A([2., 0., 4.]), order, right=True).value, [3, 0, 4])
+    rows = A([[5., 4.], [0., 1.]])
+    eq(ix.searchsorted(rows, A([[4.5], [1.]]), A([[1, 0], [0, 1]])).value, [[1], [1]])
+    for bad in ([1, 2, 3, 4], [1, 2, 3, -1]):
+        raises(ix.searchsorted, seq, A([1.]), A(bad))
+
+
+def test_bincount_counts_and_rejects_negatives():
+    eq(ix.bincount(A([0, 2, 2, 7]), 3).value, [1, 0, 2, 0, 0, 0, 0, 1])
+    eq(ix.bincount(A([], dtype=np.int64), 2).value, [0, 0])
+    raises(ix.bincount, A([1, -1]), 3)
+
+
+def test_keys_masks_and_two_index_tensors():
+    eq(ix.getitem_key(X, {"mask": A([False, True])}).value, [[4, 5, 6]])
+    eq(ix.getitem_key(X, {"i0": A([1, -2]), "index": A([-1, 0])}).value, [6, 1])
+    raises(ix.getitem_key, X, {"i0": A([0]), "index": A([3])})
+    with pytest.raises(IndexError):
+        ix.getitem_key(X, {"mask": A([True, False, True])})
+    eq(ix.setitem_key(X, {"mask": A([True, False])}, A(0.)).value, [[0, 0, 0], [4, 5, 6]])
+    eq(ix.setitem_key(X, {"i0": A([1]), "index": A([-1])}, A([9.])).value,
+       [[1, 2, 3], [4, 5, 9]])
+
+
+def test_masked_select_scatter_and_repeat_interleave():
+    mask = A([[True, False, True], [False, True, False]])
+    eq(ix.masked_select(X, mask).value, [1, 3, 5])
+    eq(ix.masked_scatter(X, mask, A([7., 8., 9., 10.])).value, [[7, 2, 8], [4, 9, 6]])
+    with pytest.raises(ValueError):
+        ix.masked_scatter(X, mask, A([7., 8.]))
+    eq(ix.repeat_interleave(X, A([0, 2]), 0, 2).value, [[4, 5, 6], [4, 5, 6]])
+    eq(ix.repeat_interleave(X, A([1, 0, 2]), 1, 3).value, [[1, 3, 3], [4, 6, 6]])
+    raises(ix.repeat_interleave, X, A([1, -1]), 0, 0)
+    with pytest.raises(ValueError):
+        ix.repeat_interleave(X, A([1, 1]), 0, 3)

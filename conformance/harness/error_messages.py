@@ -29,6 +29,16 @@ INDEX_COMMON = [
      "'index_select(): self indexing axis dim should be positive'"),
     (r"shape of the mask", "a bool mask of the wrong shape: 'The shape of the mask [5] at "
      "index 0 does not match the shape of the indexed tensor [4, 5] at index 0'"),
+    (r"must match the (size|existing size)|(not|cannot|can't) (be )?broadcast|shape "
+     r"mismatch", "a mask that does not broadcast: 'The size of tensor a (6) must match the "
+     "size of tensor b (5) at non-singleton dimension 1' (masked_select), 'The expanded "
+     "size of the tensor (5) must match the existing size (6) ...' (masked_scatter_); an "
+     "outside implementation's 'mask [4, 6] does not broadcast with input [4, 5]'"),
+    (r"number of elements of source", "masked_scatter_: 'Number of elements of source < "
+     "number of ones in mask'"),
+    (r"allocated size does not match", "repeat_interleave with a wrong output_size: "
+     "'allocated size does not match required size'"),
+    (r"can not be negative", "repeat_interleave: 'repeats can not be negative'"),
     (r"non-negative integral inputs", "bincount: 'bincount only supports 1-d non-negative "
      "integral inputs.'"),
     (r"(take from|put elements into) an empty tensor", "take / put_ on an empty tensor: "

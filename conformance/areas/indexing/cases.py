@@ -299,3 +299,33 @@ def build_bincount(p: Params) -> Case:
     n = max(shape[-1], 1)  # the bins minlength asks for (larger values are valid)
     return Case("bincount", {"index": ("index", _indices(rng, _k(p, n), n, False))},
                 {"minlength": n}, n=n)
+
+
+def build_masked_select(p: Params) -> Case:
+    rng, shape = _rng(p), _shape(p)
+    return Case("masked_select", {"x": ("data", _data(rng, shape)),
+                                  "mask": ("mask", rng.random(shape) < 0.5)},
+                index="mask", n=shape[-1] if shape else 1)
+
+
+def build_masked_scatter_(p: Params) -> Case:
+    """x, a mask of x's shape and a 1-D source with at least as many elements as the mask
+    has ones (one more, half the time)."""
+    rng, shape = _rng(p), _shape(p)
+    mask = rng.random(shape) < 0.5
+    count = int(mask.sum()) + int(rng.integers(0, 2))
+    return Case("masked_scatter_", {"x": ("data", _data(rng, shape)), "mask": ("mask", mask),
+                                    "source": ("data", _data(rng, (count,)))},
+                index="mask", n=shape[-1] if shape else 1, dest="x")
+
+
+def build_repeat_interleave(p: Params) -> Case:
+    """x, the repeats of each slice along ``dim`` (0 to 2, the checked "index": negative
+    ones are invalid) and ``output_size`` = their sum."""
+    rng, shape = _rng(p), _shape(p)
+    dim, axis = _dim(p, len(shape))
+    n = shape[axis] if shape else 0
+    repeats = rng.integers(0, 3, n).astype(np.int64)
+    return Case("repeat_interleave", {"x": ("data", _data(rng, shape)),
+                                      "repeats": ("index", repeats)},
+                {"dim": dim, "output_size": int(repeats.sum())}, index="repeats", n=n)

@@ -31,8 +31,11 @@ from conformance.areas.indexing.cases import (
     build_index_put_,
     build_index_select,
     build_index_slices,
+    build_masked_scatter_,
+    build_masked_select,
     build_one_hot,
     build_put_,
+    build_repeat_interleave,
     build_scatter_like,
     build_searchsorted,
     build_setitem,
@@ -68,6 +71,7 @@ class OpSpec:
     extra_kinds: tuple[str, ...] = ()
     no_kinds: tuple[str, ...] = ()  # base kinds that cannot apply
     upper_ok: bool = False  # indices >= n are valid (bincount): only negative ones are bad
+    base_kinds: bool = True  # False: only the op's own kinds (size checks, no index)
     out_dtype: str | None = None  # the result's dtype when it is not the data's
     min_ndim: int = 1
     max_ndim: int = 3
@@ -228,6 +232,19 @@ SPECS: dict[str, OpSpec] = {s.name: s for s in [
     OpSpec("bincount", lambda f, t, s: f(t["index"], None, s["minlength"]),
            lambda a, s, i: oracle.bincount(a["index"], s["minlength"]), build_bincount,
            upper_ok=True, out_dtype="int64", max_ndim=1),
+    OpSpec("masked_select", lambda f, t, s: f(t["x"], t["mask"]),
+           lambda a, s, i: oracle.masked_select(a["x"], a["mask"]), build_masked_select,
+           index_dtypes=("int64",), base_kinds=False, extra_kinds=("mask_short", "mask_long")),
+    OpSpec("masked_scatter_", lambda f, t, s: f(t["x"], t["mask"], t["source"]),
+           lambda a, s, i: oracle.masked_scatter(a["x"], a["mask"], a["source"]),
+           build_masked_scatter_, index_dtypes=("int64",), base_kinds=False,
+           extra_kinds=("source_short", "mask_long")),
+    OpSpec("repeat_interleave",
+           lambda f, t, s: f(t["x"], t["repeats"], s["dim"], output_size=s["output_size"]),
+           lambda a, s, i: oracle.repeat_interleave(a["x"], a["repeats"], s["dim"],
+                                                    s["output_size"]),
+           build_repeat_interleave, DIMS, index_dtypes=("int64",), upper_ok=True,
+           extra_kinds=("output_size_short", "output_size_long")),
 ]}
 
 # defaults for the options an op does not draw (builders read every key)
@@ -312,6 +329,8 @@ def kinds(spec: OpSpec) -> tuple[str, ...]:
     base = [k for k in BASE_KINDS if not (k == "-1" and spec.negative_ok)
             and k not in spec.no_kinds and not (spec.upper_ok and k not in LOWER_KINDS)]
     base = [k for k in base if k != "int32_max" or "int32" in spec.index_dtypes]
+    if not spec.base_kinds:
+        return spec.extra_kinds
     return (*base, *TIER_KINDS, *spec.extra_kinds)
 
 
@@ -334,13 +353,44 @@ def bad_value(kind: str, n: int, index_dtype: str) -> int | None:
             "wrap32": 2**32 + 1}[kind]
 
 
+SIZE_KINDS = ("output_size_short", "output_size_long", "source_short")
+
+
+def _wrong_size(case: Case, kind: str, arrays: dict[str, Any], scalars: dict[str, Any],
+                ) -> Case | None:
+    """repeat_interleave's output_size one short / long of the repeats' sum; a
+    masked_scatter_ source one element short of the mask's ones (None: nothing to cut)."""
+    if kind.startswith("output_size"):
+        total = scalars["output_size"]
+        if kind == "output_size_short" and total == 0:
+            return None
+        scalars["output_size"] = total - 1 if kind == "output_size_short" else total + 1
+    else:
+        count = int(arrays["mask"][1].sum())
+        if count == 0:
+            return None
+        arrays["source"] = ("data", arrays["source"][1][:count - 1])
+    return Case(case.op, arrays, scalars, case.index, case.n, case.dest)
+
+
 def corrupt(case: Case, kind: str, index_dtype: str, rng: np.random.Generator) -> Case | None:
     """A copy of ``case`` with one invalid index (or invalid offsets; every index for
     all_in_large and expanded, a late one for late_in_large), or None where the kind does
     not apply (the index dtype cannot hold the value; no entry to corrupt)."""
     arrays = {k: (role, v.copy()) for k, (role, v) in case.arrays.items()}
     scalars = dict(case.scalars)
+    if kind in SIZE_KINDS:
+        return _wrong_size(case, kind, arrays, scalars)
     if kind in MASK_KINDS:  # a mask of the wrong length (set: one scalar value)
+        if case.op.startswith("masked_"):  # a full-shape mask, its last dim one off
+            shape = case.values("x").shape
+            if not shape:
+                return None
+            cols = shape[-1] + (-1 if kind == "mask_short" else 1)
+            arrays["mask"] = ("mask", np.ones((*shape[:-1], cols), dtype=bool))
+            if "source" in arrays:  # enough source for any mask
+                arrays["source"] = ("data", np.ones(arrays["mask"][1].size))
+            return Case(case.op, arrays, scalars, "mask", cols, case.dest)
         rows = case.values("x").shape[0] if case.values("x").ndim else 0
         length = rows - 1 if kind == "mask_short" else rows + 1
         if length < 0:

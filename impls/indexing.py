@@ -111,7 +111,11 @@ def take_along_dim(input: torch.Tensor, indices: torch.Tensor,
 
 def searchsorted(sorted_sequence: torch.Tensor, values: torch.Tensor, *, right: bool = False,
                  sorter: torch.Tensor | None = None) -> torch.Tensor:
-    return torch.searchsorted(sorted_sequence, values, right=right, sorter=sorter)
+    with warnings.catch_warnings():  # "... tensor is non-contiguous, this will lower the
+        # performance ..." (a copy: the suite's operands are strided views on purpose)
+        warnings.filterwarnings("ignore", r"torch\.searchsorted\(\): .* is non-contiguous",
+                                UserWarning)
+        return torch.searchsorted(sorted_sequence, values, right=right, sorter=sorter)
 
 
 def bincount(input: torch.Tensor, weights: torch.Tensor | None = None,

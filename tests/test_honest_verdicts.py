@@ -88,6 +88,29 @@ def test_segfault_under_xdist_is_crashed_and_the_run_goes_on(tmp_path):
     _shows_everywhere(tmp_path, "FAIL")
 
 
+def test_a_test_that_poisons_the_device_is_named_and_its_worker_replaced(tmp_path):
+    """With the between-test health probe on (forced on the CPU here), the test after
+    which the device no longer computes is crashed, named as the one that left the device
+    unusable, and a fresh worker runs the rest: every other test passes."""
+    env_run = _env(tmp_path) | {"CONFORMANCE_DEVICE_PROBE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", TOPK, *SELECT,
+           "--no-builtins", "--impl=topk=planted.run_breakers:poison",
+           f"--report={tmp_path / 'r'}", "-n", "2"]
+    run = subprocess.run(cmd, cwd=tmp_path, env=env_run, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.returncode == 1, run.stdout[-3000:]
+    report = _report(tmp_path)
+    _one_outcome_each(report)
+    crashed = [r for r in report["results"] if r["outcome"] == "crashed"]
+    assert len(crashed) == 1, [(r["nodeid"], r["outcome"]) for r in crashed]
+    assert "left the device unusable" in crashed[0]["reason"], crashed[0]["reason"]
+    assert "illegal memory access" in crashed[0]["reason"], crashed[0]["reason"]
+    others = [r for r in report["results"] if r is not crashed[0]]
+    assert others and not [r for r in others if r["outcome"] in BAD], \
+        [(r["nodeid"], r["outcome"]) for r in others if r["outcome"] in BAD]
+    assert report["summary"].get("not-run", 0) == 0
+
+
 def test_segfault_in_process_leaves_a_journal_that_becomes_the_report(tmp_path):
     run = _pytest(tmp_path, "segfault", "-n", "0")
     assert run.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), run.returncode

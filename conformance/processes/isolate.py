@@ -30,7 +30,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from conformance.processes._case import case_name, exception_fields, run_case
+from conformance.processes._case import case_name, exception_fields, probe_device, run_case
+
+__all__ = ["Outcome", "case_name", "foreground_command", "prestart", "probe_device",
+           "run_inprocess", "run_isolated", "shutdown"]
 
 STARTUP_TIMEOUT = 120.0
 REAP_TIMEOUT = 10.0  # seconds to wait for a SIGKILLed child before reaping it in the background

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from conformance.harness.runstate import MUST_PASS, RunState
+from conformance.run import device_health
 from conformance.run.keys import ITEM_META
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -129,6 +130,20 @@ class Watchdog:
             if seconds and self.fd is not None:
                 faulthandler.cancel_dump_traceback_later()
 
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        """After the test body, before its report: is the device still usable? If not,
+        the crash file names this test and the process exits (device_health.py)."""
+        try:
+            return (yield)
+        finally:
+            device = self.state.device.torch_device
+            if self.fd is not None and device_health.enabled(device):
+                why = device_health.problem(device)
+                if why:
+                    os.write(self.fd, f"{device_health.POISONED} {why}\n".encode())
+                    os._exit(device_health.EXIT_STATUS)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.fd is None:
@@ -171,6 +186,11 @@ def read_crash(path: Path) -> dict[str, Any] | None:
         return {"nodeid": header["nodeid"], "outcome": "timed-out", "stack": stack,
                 "reason": f"timed out after {seconds:g} s ({where}; the per-test watchdog: "
                           "--test-timeout, or the matrix area's timeout_s)"}
+    if stack.startswith(device_health.POISONED):
+        why = stack.splitlines()[0].removeprefix(device_health.POISONED).strip()
+        return {"nodeid": header["nodeid"], "outcome": "crashed", "stack": "",
+                "reason": f"crashed: the test left the device unusable ({why}); {where} "
+                          f"exited so that the rest runs on a fresh one"}
     fatal = next((line for line in stack.splitlines() if line.startswith("Fatal Python")), "")
     what = fatal.removeprefix("Fatal Python error:").strip() or \
         "the process died with no fault report (SIGKILL or out of memory, os._exit, or a " \

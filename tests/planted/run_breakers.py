@@ -46,5 +46,16 @@ def slow(x, k, dim=-1, largest=True, sorted=True):
     return torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
 
 
-for _fn in (segfault, hang, slow):
+def poison(x, k, dim=-1, largest=True, sorted=True):
+    """Answers correctly, but leaves its process's device unusable once (a stand-in for a
+    sticky CUDA error on a machine without one: the health probe's torch.ones raises)."""
+    if _breaks_now("poison"):
+        def broken(*args, **kwargs):
+            raise RuntimeError("planted: CUDA error: an illegal memory access was encountered")
+
+        torch.ones = broken
+    return torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+
+
+for _fn in (segfault, hang, slow, poison):
     _fn.conformance_name = "torch.topk"

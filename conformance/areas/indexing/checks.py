@@ -127,6 +127,10 @@ def compare(spec: OpSpec, case: Case, inputs: dict[str, np.ndarray], got: np.nda
     (None for an exact comparison)."""
     exp = spec.oracle(inputs, case.scalars, not dtype.startswith(("float", "bfloat")))
     want = np.asarray(exp.value)
+    if dtype == "bool":  # a value written into a bool tensor is its truth
+        want = (want != 0).astype(np.float64)
+        exp.choices = {k: tuple(float(v != 0) for v in opts)
+                       for k, opts in (exp.choices or {}).items()} or None
     if got.shape != want.shape:
         return [f"shape {got.shape} != {want.shape}"], None
     b = bound(spec, exp, inputs, case, dtype)
@@ -164,6 +168,10 @@ def _expect_valid(spec: OpSpec, case: Case, inputs: dict[str, np.ndarray],
     dname = str(dtype).removeprefix("torch.")
     exp = spec.oracle(inputs, case.scalars, not dname.startswith(("float", "bfloat")))
     want = np.asarray(exp.value, dtype=np.float64)
+    if dname == "bool":  # a value written into a bool tensor is its truth
+        want = (want != 0).astype(np.float64)
+        exp.choices = {k: tuple(float(v != 0) for v in opts)
+                       for k, opts in (exp.choices or {}).items()} or None
     b = bound(spec, exp, inputs, case, dname)
     target = recheck.written(views["x"]) if spec.writes else recheck.output()
     want_dtype = getattr(torch, spec.out_dtype) if spec.out_dtype else dtype

@@ -113,9 +113,17 @@ def guarded(name: str, values: torch.Tensor, layout: str, arena: str | None = No
 
 
 def _data_values(values: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """Data in the run's dtype: +-[0.5, 2) as is for floating dtypes, times 4 and rounded
+    for signed integers (+-[2, 8]), its magnitude for unsigned ones, its sign for bool."""
+    values = np.asarray(values, dtype=np.float64)
     if dtype.is_floating_point:
-        return torch.from_numpy(np.array(values, dtype=np.float64)).to(dtype)
-    return torch.from_numpy(np.asarray(np.rint(np.asarray(values) * 4), dtype=np.int64)).to(dtype)
+        return torch.from_numpy(values.copy()).to(dtype)
+    if dtype == torch.bool:
+        return torch.from_numpy(np.asarray(values > 0))
+    scaled = np.rint(values * 4)
+    if dtype == torch.uint8:
+        scaled = np.abs(scaled)
+    return torch.from_numpy(np.asarray(scaled, dtype=np.int64)).to(dtype)
 
 
 def materialize(case: Case, dtype: torch.dtype, index_dtype: str, device: torch.device | str,

@@ -96,7 +96,8 @@ ASSERT_MESSAGES: dict[str, list[tuple[str, str]]] = {
     "cuda": DEVICE_ASSERT,
     "rocm": DEVICE_ASSERT,
     "xpu": DEVICE_ASSERT,
-    "mps": [(r"assert", "MPS _assert_async")],
+    # an index kernel's check on MPS is reported through its error buffer (MPS_ASYNC)
+    "mps": [(r"assert", "MPS _assert_async"), *MPS_ASYNC],
 }
 
 # how the report must say to get more detail (the builds differ: with or without

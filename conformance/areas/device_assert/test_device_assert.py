@@ -26,7 +26,10 @@ from conformance.harness.compare import exact as _exact
 from conformance.harness.error_messages import (
     ASSERT_MESSAGES,
     DSA_HINTS,
+    KERNEL_ASSERT_LINE,
     LAUNCH_BLOCKING_HINT,
+    MMU_FAULT,
+    ROCM_ABORT,
     dsa_mode,
     matching,
 )
@@ -35,6 +38,7 @@ from conformance.harness.outcomes import missing
 pytestmark = [pytest.mark.area("device_assert"), pytest.mark.isolated(timeout=120)]
 ALLOWED = ("builtins.RuntimeError",)  # torch.AcceleratorError is a RuntimeError
 GPU_KINDS = ("cuda", "rocm")
+KERNEL_KINDS = ("cuda", "rocm", "xpu", "mps")  # devices whose index kernels check
 
 
 def _state(conformance_state):
@@ -114,22 +118,56 @@ KERNEL_ENVS = {
 
 @pytest.mark.parametrize("env", list(KERNEL_ENVS), ids=str)
 def test_kernel_assert(device, record, isolated, conformance_state, env):
-    """An out-of-bounds index in a device kernel trips its device-side assertion."""
+    """An out-of-bounds index in a device kernel trips its device-side assertion (CUDA,
+    ROCm, XPU's SYCL asserts; MPS reports it through its error buffer)."""
     key, after = _state(conformance_state)
-    if key not in GPU_KINDS:
-        missing(f"needs a CUDA or ROCm device (kernel-side assertions); the device is {key}")
+    if key not in KERNEL_KINDS:
+        missing(f"needs a CUDA, ROCm, XPU or MPS device (kernel-side assertions); the "
+                f"device is {key}")
+    if env != "default" and key not in GPU_KINDS:
+        missing(f"{env} applies to CUDA / ROCm builds")
     if env == "serialize_kernel" and key != "rocm":
         missing("AMD_SERIALIZE_KERNEL applies to ROCm only")
     outcome = isolated(kernel_assert_case, str(device), env=KERNEL_ENVS[env])
+    abort = rocm_abort_line(outcome) if key == "rocm" else ""
+    if abort:  # a build without USE_ROCM_KERNEL_ASSERT: the assert ends the process
+        record.note(rocm_abort=abort, rocm_kernel_assert=_rocm_kernel_assert())
+        record.require(exact("a ROCm build with kernel asserts reports them, not an abort",
+                             int(_rocm_kernel_assert() is True), 1,
+                             f"the build says USE_ROCM_KERNEL_ASSERT=ON, yet: {abort}"))
+        return
     res = _returned(record, isolated, outcome)
     blocking = env == "launch_blocking" or (env == "serialize_kernel" and key == "rocm")
     _require_raised(record, res, key, after, outcome, isolated, at_call=blocking)
     message = res.get("message", "")
-    if env == "dsa" and re.search(r"device-side assertion failures? (were|was) found", message,
-                                  re.IGNORECASE):  # DSA tracked this kernel's assertion
+    if key == "cuda" or (key == "rocm" and _rocm_kernel_assert()):
+        line = re.search(KERNEL_ASSERT_LINE, outcome.stderr_tail)
+        record.note(kernel_assert_line=line.group(0)[:300] if line else None)
+        record.require(exact("the kernel's 'Assertion ... failed' line is on stderr",
+                             int(line is None), 1, "no such line in the child's stderr: "
+                             + outcome.stderr_tail[-500:]))
+    if env == "dsa":
+        mode = dsa_mode(message)
+        if mode != "compiled, enabled":  # stock wheels: nothing to check, said so
+            missing(f"device-side assertion tracking is {mode or 'not reported'} in this "
+                    f"build: the kernel / file / line report cannot be checked")
         named = all(re.search(w, message, re.IGNORECASE) for w in ("kernel", "file", "line"))
         record.require(exact("with DSA enabled the report names the kernel, file and line",
                              int(not named), 1, message[:500]))
+
+
+def _rocm_kernel_assert() -> bool | None:
+    from conformance.harness.probe import device_side_assertions
+
+    return device_side_assertions().get("rocm_kernel_assert")
+
+
+def rocm_abort_line(outcome) -> str:
+    """The stderr line of a child that a ROCm kernel assert aborted ("" otherwise)."""
+    if outcome.kind not in ("signal", "exited") or matching(outcome.stderr_tail, MMU_FAULT):
+        return ""
+    lines = [ln for ln in outcome.stderr_tail.splitlines() if re.search(ROCM_ABORT, ln)]
+    return lines[-1].strip() if lines else ""
 
 
 def test_triton_device_assert(device, record, isolated, conformance_state):

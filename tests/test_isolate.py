@@ -301,3 +301,23 @@ def test_isolated_fixture_in_a_session(suite, monkeypatch, workers):
     assert abort["foreground"] == "torch-conformance isolate --device=cpu " \
                                   "planted.crashers:abort '((), {})'"
     assert notes["test_returns"]["isolated"][0]["value"] == 3
+
+
+def test_prestarted_spares_take_over_after_each_crash():
+    """prestart(count=2): every crash retires its child, the next case takes a spare
+    that was started beforehand, and the pool refills to two."""
+    from conformance.processes import isolate
+
+    isolate.shutdown()
+    isolate.prestart("cpu", {"SPARES": "2"}, count=2)
+    run_isolated(crashers.pid, env={"SPARES": "2"})  # both warm by now
+    pids = set()
+    for _ in range(3):
+        out = run_isolated(crashers.abort, env={"SPARES": "2"})
+        assert out.kind == "signal" and out.pid not in pids
+        pids.add(out.pid)
+        fast = run_isolated(crashers.pid, env={"SPARES": "2"})
+        assert fast.kind == "returned"
+    key = ("cpu", (("SPARES", "2"),))
+    assert len(isolate._pool[key]) == 2
+    isolate.shutdown()

@@ -227,7 +227,9 @@ class _Child:
             self.log.close()
 
 
-_pool: dict[tuple[str, tuple[tuple[str, str], ...]], _Child] = {}
+_Key = tuple[str, tuple[tuple[str, str], ...]]
+_pool: dict[_Key, list[_Child]] = {}  # idle warm children per (device, env), oldest first
+_target: dict[_Key, int] = {}  # how many to keep warm per key (prestart's count; else 1)
 _busy: set[_Child] = set()
 _lock = threading.Lock()
 
@@ -248,8 +250,9 @@ def _retire(key: Any, child: _Child) -> None:
     """Close a poisoned child and start its replacement in the background."""
     child.close()
     with _lock:
-        if key not in _pool:
-            _pool[key] = _Child(child.device, child.env)
+        idle = _pool.setdefault(key, [])
+        while len(idle) < _target.get(key, 1):
+            idle.append(_Child(child.device, child.env))
 
 
 def run_isolated(fn: Callable[..., Any] | str, *args: Any, device: str = "cpu",
@@ -262,7 +265,8 @@ def run_isolated(fn: Callable[..., Any] | str, *args: Any, device: str = "cpu",
     key = (str(device), tuple(sorted(env.items())))
     payload = pickle.dumps({"fn": name, "args": args, "kwargs": kwargs})
     with _lock:
-        child = _pool.pop(key, None)
+        idle = _pool.get(key, [])
+        child = idle.pop(0) if idle else None
         if child is not None and child.ready and child._exited():  # died while idle
             child.dead = True
             child.close()
@@ -277,14 +281,19 @@ def run_isolated(fn: Callable[..., Any] | str, *args: Any, device: str = "cpu",
             _busy.discard(child)
 
 
-def prestart(device: str = "cpu", env: dict[str, str] | None = None) -> None:
-    """Start the warm child for (device, env) now, without waiting for it: its start-up
-    (importing torch) overlaps whatever runs until its first case."""
+def prestart(device: str = "cpu", env: dict[str, str] | None = None, count: int = 1) -> None:
+    """Start ``count`` warm children for (device, env) now, in parallel, without waiting
+    for them, and keep that many warm from now on: their start-up (importing torch, a
+    device context) overlaps whatever runs until they are needed. Where every error case
+    retires its child (a poisoned device context), spares keep the next case from waiting
+    for a start-up."""
     env = {str(k): str(v) for k, v in (env or {}).items()}
     key = (str(device), tuple(sorted(env.items())))
     with _lock:
-        if key not in _pool:
-            _pool[key] = _Child(str(device), env)
+        _target[key] = max(1, count)
+        idle = _pool.setdefault(key, [])
+        while len(idle) < _target[key]:
+            idle.append(_Child(str(device), env))
 
 
 def _serve(key: Any, child: _Child, payload: bytes, timeout: float) -> Outcome:
@@ -332,10 +341,12 @@ def _serve(key: Any, child: _Child, payload: bytes, timeout: float) -> Outcome:
         _retire(key, child)
         return replace(outcome, retired=True, retire_reason=trouble)
     with _lock:
-        if key in _pool:  # another caller left a child meanwhile: keep one
+        idle = _pool.setdefault(key, [])
+        if len(idle) >= _target.get(key, 1):  # enough are warm: this one goes
             spare = child
         else:
-            _pool[key], spare = child, None
+            idle.append(child)
+            spare = None
     if spare is not None:
         _shutdown_child(spare)
     return outcome
@@ -350,7 +361,7 @@ def shutdown(children: list[_Child] | None = None, wait: float = 1.0) -> None:
     """Stop every warm child: a polite "exit", a short wait, then SIGKILL to its group."""
     if children is None:
         with _lock:
-            children = [*_pool.values(), *_busy]
+            children = [*(c for idle in _pool.values() for c in idle), *_busy]
             _pool.clear()
     for child in children:
         with contextlib.suppress(OSError):

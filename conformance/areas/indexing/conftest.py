@@ -72,7 +72,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     spec = state.matrix.devices.get(state.device.matrix_key)
     if spec is not None and spec.isolate_errors:  # the isolated fixture's key: str(device)
-        prestart(str(torch.device(state.device.torch_device)))
+        # where every error retires its child, a spare starts while a case runs
+        prestart(str(torch.device(state.device.torch_device)),
+                 count=2 if spec.after_error == "poisoned" else 1)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:

@@ -207,10 +207,12 @@ def build_setitem(p: Params) -> Case:
                     {"dim": dim, **scalars}, n=n, dest="x")
     vshape = () if p["scalar_value"] else tuple(k if d == axis else s
                                                   for d, s in enumerate(shape))
+    raw = float(rng.choice([2.0, 3.0])) if p["scalar_value"] and p.get("python_value") \
+        else None  # a Python number, not a tensor of the run's dtype
     return Case("setitem", {"x": x,
                             "index": ("index", _indices(rng, k, n, p["negative"])),
                             "values": ("data", _data(rng, vshape))},
-                {"dim": dim}, n=n, dest="x")
+                {"dim": dim, "raw_value": raw}, n=n, dest="x")
 
 
 def build_embedding(p: Params) -> Case:

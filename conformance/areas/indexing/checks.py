@@ -218,6 +218,10 @@ def run_valid(fn: Any, spec: OpSpec, case: Case, dtype: torch.dtype, index_dtype
         out["structure"].append(f"dtype {result.dtype} != {want_dtype}")
     if result.device.type != torch.device(device).type:
         out["structure"].append(f"result on {result.device}, operands on {device}")
+    if result.dtype == torch.bool and target.numel() and \
+            int(target.view(torch.uint8).max()) > 1:  # reads as True, is not torch's True
+        out["structure"].append("a bool result holds bytes other than 0 and 1 (a value "
+                                "stored as its raw integer, not its truth)")
     if not out["structure"]:
         out["values"], out["ratio"] = compare(spec, case, inputs, exact_numpy(target), dname)
     out["guards"] = [d for gd in g.values() for c, d in [gd.intact()] if c]

@@ -3,7 +3,8 @@ kinds added for issue 44 (INT64_MAX, 2^32 + 1, a size-0 dim, a stride-0 index) r
 floating and one integer dtype, and the large tier once per op (test_large and a late bad
 index, float32; int64 for one_hot and bincount); dev and thorough run every kind and the
 large tier in every dtype; only thorough runs the 64-bit cases (test_wide.py). The
-movement ops' integer and bool data dtypes run test_invalid[n] in ci, everything in dev."""
+movement ops' integer and bool data dtypes run test_invalid[n / wrap32 / mask_short] in ci,
+everything in dev."""
 
 from __future__ import annotations
 
@@ -26,15 +27,17 @@ def _one_case_dtype(item: pytest.Item) -> str:
 
 
 NARROW_DATA = ("int32", "int8", "uint8", "bool")  # data dtypes of the movement ops (issue 44)
+CI_NARROW = ("n", "wrap32", "mask_short")  # the kinds those dtypes run in ci
 
 
 def _planned(item: pytest.Item, profile: str) -> bool:
     name = getattr(item, "originalname", "")
     if profile == "ci" and "indexing" in item.path.parts and hasattr(item, "callspec") and \
             str(item.callspec.params.get("dtype", "")).removeprefix("torch.") in NARROW_DATA:
-        # ci: those dtypes one past the end only (test_invalid[n]: a kernel's bounds
-        # check per dtype); their valid cases (Hypothesis, 0.2 s each) run in dev
-        return name == "test_invalid" and item.callspec.params.get("kind") == "n"
+        # ci: those dtypes one past the end, 2^32 + 1 and a short mask only (a kernel's
+        # bounds check per dtype); their valid cases (Hypothesis, 0.2 s each) run in dev
+        return name == "test_invalid" and item.callspec.params.get("kind") in CI_NARROW
+
     if name == "test_64bit" and "indexing" in item.path.parts:  # 4 GiB operands
         return profile == "thorough"
     if profile != "ci" or name not in ("test_invalid", "test_large") or \

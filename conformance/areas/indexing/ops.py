@@ -90,6 +90,12 @@ KEY_OPTIONS: dict[str, tuple[Any, ...]] = {"two": (False, True), "mask": (False,
 MASK_KINDS = ("mask_short", "mask_long")  # a bool mask one shorter / longer than dim 0
 
 
+def _set_value(s: dict[str, Any], values: Any) -> Any:
+    """setitem's value: the values array, or a Python number (``raw_value``: 2 or 3,
+    whatever the dtype: a bool tensor stores its truth)."""
+    return values if s.get("raw_value") is None else s["raw_value"]
+
+
 def _keyed(s: dict[str, Any]) -> bool:
     return bool(s.get("mask") or s.get("two"))
 
@@ -187,11 +193,13 @@ SPECS: dict[str, OpSpec] = {s.name: s for s in [
            lambda a, s, i: oracle.getitem_key(a["x"], _key_arrays(a)) if _keyed(s) else
            oracle.getitem(a["x"], s["dim"], a["index"]), build_getitem, KEYS,
            negative_ok=True, options=KEY_OPTIONS, extra_kinds=MASK_KINDS),
-    OpSpec("setitem", lambda f, t, s: f(t["x"], _key(s, t), t["values"]),
-           lambda a, s, i: oracle.setitem_key(a["x"], _key_arrays(a), a["values"])
-           if _keyed(s) else oracle.setitem(a["x"], s["dim"], a["index"], a["values"]),
+    OpSpec("setitem", lambda f, t, s: f(t["x"], _key(s, t), _set_value(s, t["values"])),
+           lambda a, s, i: oracle.setitem_key(a["x"], _key_arrays(a), _set_value(s, a["values"]))
+           if _keyed(s) else oracle.setitem(a["x"], s["dim"], a["index"],
+                                            _set_value(s, a["values"])),
            build_setitem, KEYS, negative_ok=True,
-           options={"scalar_value": (False, True), **KEY_OPTIONS}, extra_kinds=MASK_KINDS),
+           options={"scalar_value": (False, True), "python_value": (False, True),
+                    **KEY_OPTIONS}, extra_kinds=MASK_KINDS),
     OpSpec("embedding", lambda f, t, s: f(t["index"], t["weight"], max_norm=s["max_norm"]),
            lambda a, s, i: oracle.embedding(a["index"], a["weight"]), build_embedding,
            ({}, {"max_norm": True}), max_ndim=2),
@@ -254,6 +262,7 @@ DEFAULTS: dict[str, Any] = {
     "per_sample_weights": False, "padding": False, "reduction": "none", "weighted": False,
     "ignore_index": -100, "ignored": False, "negative": False, "bags": 3,
     "dense": False, "right": False, "two": False, "mask": False, "max_norm": False,
+    "python_value": False,
 }
 
 INVALID_SHAPE = (4, 5)  # the small tier: a 4 x 5 operand (take/put_: 20 elements), k = 3
@@ -360,7 +369,7 @@ def _wrong_size(case: Case, kind: str, arrays: dict[str, Any], scalars: dict[str
                 ) -> Case | None:
     """repeat_interleave's output_size one short / long of the repeats' sum; a
     masked_scatter_ source one element short of the mask's ones (None: nothing to cut)."""
-    if kind.startswith("output_size"):
+    if kind.startswith("output_size"):  # (negative repeats: no output_size, below)
         total = scalars["output_size"]
         if kind == "output_size_short" and total == 0:
             return None
@@ -428,6 +437,8 @@ def corrupt(case: Case, kind: str, index_dtype: str, rng: np.random.Generator) -
         value = bad_value(kind, case.n, index_dtype if role == "index" else "int64")
     if value is None:
         return None
+    if "output_size" in scalars:  # a negative repeat on its own, not masked by a size check
+        scalars["output_size"] = None
     flat = index.reshape(-1)
     if kind == "expanded" and index.ndim >= 2 and index.shape[0] > 1:
         # rows constant along the last dim (stored once: stride 0), a late row bad

@@ -50,6 +50,12 @@ class Expected:
         return self
 
 
+def _num(a: np.ndarray | float) -> np.ndarray:
+    """Values as float64, or complex128 for complex data (movement ops keep both parts)."""
+    a = np.asarray(a)
+    return a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
+
+
 def _wrap(index: np.ndarray, n: int) -> np.ndarray:
     index = np.asarray(index, dtype=np.int64)
     return np.where(index < 0, index + n, index)
@@ -65,15 +71,18 @@ def _write(dest: np.ndarray, pos: np.ndarray, vals: np.ndarray, reduce: str,
            include_self: bool = True, integer: bool = False) -> Expected:
     """Apply writes of ``vals`` at flat positions ``pos`` of ``dest`` (a float64/int64 copy
     is made) with the semantics of ``reduce`` (assign, sum, prod, mean, amax, amin)."""
-    out = np.array(dest, dtype=np.float64, copy=True).reshape(-1)
+    out = _num(dest).copy().reshape(-1)
     pos = np.asarray(pos, dtype=np.int64).reshape(-1)
-    vals = np.asarray(vals, dtype=np.float64).reshape(-1)
+    vals = _num(vals).reshape(-1)
+    if np.iscomplexobj(vals) and not np.iscomplexobj(out):
+        out = out.astype(np.complex128)
     if reduce == "assign":
         choices: dict[int, list[float]] = {}
         for p, v in zip(pos.tolist(), vals.tolist(), strict=False):
             choices.setdefault(p, []).append(v)
             out[p] = v
-        multi = {p: tuple(sorted(set(c))) for p, c in choices.items() if len(set(c)) > 1}
+        multi = {p: tuple(sorted(set(c), key=lambda z: (np.real(z), np.imag(z))))
+                 for p, c in choices.items() if len(set(c)) > 1}
         return Expected(out.reshape(dest.shape), choices=multi)
     base = out.copy()
     terms: dict[int, list[float]] = {}
@@ -124,7 +133,7 @@ def index_select(x: np.ndarray, dim: int, index: np.ndarray) -> Expected:
     _check(index, 0, n, "index_select")
     index = np.asarray(index).reshape(-1)
     return Expected(np.take(x.reshape(x.shape or (1,)), index, axis=dim).reshape(
-        _index_select_shape(x.shape, dim, index.size)).astype(np.float64))
+        _index_select_shape(x.shape, dim, index.size)).astype(_num(x).dtype))
 
 
 def _index_select_shape(shape: tuple[int, ...], dim: int, k: int) -> tuple[int, ...]:
@@ -140,21 +149,21 @@ def gather(x: np.ndarray, dim: int, index: np.ndarray) -> Expected:
     index = np.asarray(index, dtype=np.int64).reshape(np.shape(index) or (1,))
     _check(index, 0, xs.shape[dim], "gather")
     coords = _along(index.shape, dim, index)
-    out = xs[tuple(coords)].astype(np.float64)
+    out = _num(xs[tuple(coords)])
     return Expected(out if x.ndim else out.reshape(()))
 
 
 def take(x: np.ndarray, index: np.ndarray) -> Expected:
     n = x.size
     _check(index, -n, n, "take")
-    return Expected(x.reshape(-1)[_wrap(index, n)].astype(np.float64))
+    return Expected(_num(x.reshape(-1)[_wrap(index, n)]))
 
 
 def getitem(x: np.ndarray, dim: int, index: np.ndarray) -> Expected:
     """``x[(slice(None),) * dim + (index,)]``: one index tensor on dimension ``dim``."""
     n = x.shape[dim]
     _check(index, -n, n, "getitem")
-    return Expected(np.take(x, _wrap(index, n), axis=dim).astype(np.float64))
+    return Expected(_num(np.take(x, _wrap(index, n), axis=dim)))
 
 
 def embedding(index: np.ndarray, weight: np.ndarray) -> Expected:
@@ -316,7 +325,7 @@ def index_write(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray | fl
     slice_shape[dim] = len(index)
     if np.ndim(src) == 0:
         src = np.full(slice_shape, float(src))
-    src = np.asarray(src, dtype=np.float64).reshape(slice_shape) * alpha
+    src = _num(src).reshape(slice_shape) * alpha
     grid = list(np.indices(slice_shape, dtype=np.int64))
     grid[dim] = index[grid[dim]]
     pos = _flat_positions(xs.shape, grid)
@@ -335,7 +344,7 @@ def index_put(x: np.ndarray, indices: list[np.ndarray], values: np.ndarray,
     bshape = np.broadcast(*coords).shape if coords else ()
     rest = x.shape[k:]
     target_shape = bshape + rest
-    vals = np.broadcast_to(np.asarray(values, dtype=np.float64), target_shape)
+    vals = np.broadcast_to(_num(values), target_shape)
     coords = [np.broadcast_to(c, bshape) for c in coords]
     grid_rest = np.indices(rest, dtype=np.int64) if rest else []
     full = [np.broadcast_to(c.reshape(bshape + (1,) * len(rest)), target_shape) for c in coords]
@@ -376,11 +385,11 @@ def getitem_key(x: np.ndarray, key: dict[str, np.ndarray]) -> Expected:
         mask = np.asarray(key["mask"], dtype=bool)
         if mask.shape != x.shape[:mask.ndim]:
             raise IndexError(f"mask of shape {mask.shape} for a tensor of shape {x.shape}")
-        return Expected(x[mask].astype(np.float64))
+        return Expected(_num(x[mask]))
     n0, n1 = x.shape[0], x.shape[1]
     _check(key["i0"], -n0, n0, "getitem")
     _check(key["index"], -n1, n1, "getitem")
-    return Expected(x[_wrap(key["i0"], n0), _wrap(key["index"], n1)].astype(np.float64))
+    return Expected(_num(x[_wrap(key["i0"], n0), _wrap(key["index"], n1)]))
 
 
 def setitem_key(x: np.ndarray, key: dict[str, np.ndarray], value: np.ndarray) -> Expected:
@@ -389,7 +398,9 @@ def setitem_key(x: np.ndarray, key: dict[str, np.ndarray], value: np.ndarray) ->
         mask = np.asarray(key["mask"], dtype=bool)
         if mask.shape != x.shape[:mask.ndim]:
             raise IndexError(f"mask of shape {mask.shape} for a tensor of shape {x.shape}")
-        out = x.astype(np.float64).copy()
+        out = _num(x).copy()
+        if np.iscomplexobj(value) and not np.iscomplexobj(out):
+            out = out.astype(np.complex128)
         out[mask] = value
         return Expected(out)
     return index_put(x, [key["i0"], key["index"]], value)
@@ -400,7 +411,7 @@ def masked_select(x: np.ndarray, mask: np.ndarray) -> Expected:
     mask = np.asarray(mask, dtype=bool)
     if mask.shape != x.shape:
         raise ValueError(f"mask of shape {mask.shape} for a tensor of shape {x.shape}")
-    return Expected(x[mask].astype(np.float64))
+    return Expected(_num(x[mask]))
 
 
 def masked_scatter(x: np.ndarray, mask: np.ndarray, source: np.ndarray) -> Expected:
@@ -410,8 +421,8 @@ def masked_scatter(x: np.ndarray, mask: np.ndarray, source: np.ndarray) -> Expec
     count = int(mask.sum())
     if mask.shape != x.shape or source.size < count:
         raise ValueError(f"mask {mask.shape} / source of {source.size} for {x.shape}")
-    out = x.astype(np.float64).copy()
-    out[mask] = np.asarray(source, dtype=np.float64).reshape(-1)[:count]
+    out = _num(x).copy()
+    out[mask] = _num(source).reshape(-1)[:count]
     return Expected(out)
 
 
@@ -422,4 +433,4 @@ def repeat_interleave(x: np.ndarray, repeats: np.ndarray, dim: int,
     _check(repeats, 0, 2**63 - 1, "repeat_interleave repeats")
     if int(repeats.sum()) != output_size:
         raise ValueError(f"output_size {output_size} != sum of repeats {int(repeats.sum())}")
-    return Expected(np.repeat(x, repeats, axis=dim).astype(np.float64))
+    return Expected(_num(np.repeat(x, repeats, axis=dim)))

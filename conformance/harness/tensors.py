@@ -22,6 +22,8 @@ def exact_numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach().cpu()
     if t.dtype.is_floating_point:
         return t.to(torch.float64).numpy()
+    if t.dtype.is_complex:  # complex128 holds every complex32/64 value exactly
+        return t.to(torch.complex128).numpy()
     if t.dtype == torch.bool:
         return t.numpy().astype(np.int64)
     return t.to(torch.int64).numpy()

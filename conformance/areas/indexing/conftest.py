@@ -26,7 +26,7 @@ def _one_case_dtype(item: pytest.Item) -> str:
     return "int64" if name in ("indexing.one_hot", "indexing.bincount") else "float32"
 
 
-NARROW_DATA = ("int32", "int8", "uint8", "bool")  # data dtypes of the movement ops (issue 44)
+NARROW_DATA = ("int32", "int8", "uint8", "bool", "complex64")  # the movement ops' (issue 44)
 CI_NARROW = ("n", "wrap32", "mask_short")  # the kinds those dtypes run in ci
 
 

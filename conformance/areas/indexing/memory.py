@@ -44,6 +44,7 @@ class Guarded:
         """(number of changed guard elements, where the first one is)."""
         base = self.base.detach().cpu()
         values = base.to(torch.float64).numpy() if base.dtype.is_floating_point else \
+            base.to(torch.complex128).numpy() if base.dtype.is_complex else \
             base.to(torch.int64).numpy()
         changed = (values != (1 if base.dtype == torch.bool else GUARD)) & ~self.inside
         count = int(changed.sum())
@@ -118,6 +119,9 @@ def _data_values(values: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     values = np.asarray(values, dtype=np.float64)
     if dtype.is_floating_point:
         return torch.from_numpy(values.copy()).to(dtype)
+    if dtype.is_complex:  # the imaginary parts: the same values in reverse order
+        flipped = values.reshape(-1)[::-1].reshape(values.shape)
+        return torch.from_numpy(np.asarray(values + 1j * flipped)).to(dtype)
     if dtype == torch.bool:
         return torch.from_numpy(np.asarray(values > 0))
     scaled = np.rint(values * 4)

@@ -33,7 +33,7 @@ def _readings(index: np.ndarray, bad: np.ndarray, n: int) -> list[tuple[str, np.
 
 
 def _close(got: np.ndarray, want: Any) -> bool:
-    want = np.asarray(want, dtype=np.float64)
+    want = np.asarray(want)
     if got.shape != want.shape:
         return False
     with np.errstate(invalid="ignore"):
@@ -44,7 +44,8 @@ def what_came_back(oracle: Any, case: Case, bounds: tuple[float, float], got: np
                    integral: bool) -> str:
     """One phrase for the result ``got`` of the invalid ``case`` (the destination after
     an in-place op): the reading it matches, or what it holds."""
-    got = np.asarray(got, dtype=np.float64)
+    got = np.asarray(got)
+    got = got.astype(np.complex128 if np.iscomplexobj(got) else np.float64)
     bad = _bad_mask(case, bounds)
     if case.n > 0 and bad.any():
         index = case.values(case.index)

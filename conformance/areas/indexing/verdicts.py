@@ -2,9 +2,10 @@
 ``--isolation inprocess``) and require the properties of an out-of-bounds error
 (test_indexing.py, test_regressions.py).
 
-Hangs have a budget: a case gets ``CASE_TIMEOUT`` seconds (``FRESH_TIMEOUT`` in a fresh
-child that compiles), and once an area's cases have hung for ``HANG_BUDGET`` seconds in
-this process its later isolated cases are not run (an honest not-run, never a pass)."""
+Hangs have a budget: a case gets ``CASE_TIMEOUT`` seconds (a batch of k cases that plus
+2 k; ``FRESH_TIMEOUT`` in a fresh child that compiles), and once an area's cases have hung
+for ``HANG_BUDGET`` seconds in this process its later isolated cases are not run (an honest
+not-run, never a pass)."""
 
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def run_cases(request: pytest.FixtureRequest, isolate: bool, after_error: str,
     arena = _arena_dir()
     try:
         outcome = isolated(invalid_batch, case_name(fn), cases, arena=arena,
-                           timeout=CASE_TIMEOUT, hide=("arena",))
+                           timeout=CASE_TIMEOUT + 2.0 * len(cases), hide=("arena",))
         for i, args in enumerate(cases):
             folder = Path(arena, str(i))
             if not folder.is_dir():

@@ -54,38 +54,33 @@ def _arena_dir() -> str:
                             dir=shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None)
 
 
-def run_case(request: pytest.FixtureRequest, isolate: bool, fn: Callable[..., dict],
-             args: tuple, fresh: bool = False) -> dict[str, Any]:
-    """The invalid case's result dict, in a child when the device isolates error cases.
-    The case's buffers live in an arena this process owns: the guards are read here,
-    whatever became of the child (``guards_from``). A crashed or hung child gives
-    ``{"crashed": explanation, "death": kind}``; a case past the area's hang budget
-    ``{"not_run": why}``."""
-    if not isolate:
-        return fn(*args)
+def _area(request: pytest.FixtureRequest) -> str:
     area = request.node.get_closest_marker("area")
-    area_name = str(area.args[0]) if area and area.args else request.node.nodeid
-    if _hung.get(area_name, 0.0) >= HANG_BUDGET:
-        return {"applies": True, "not_run": f"area {area_name}'s hang budget ({HANG_BUDGET:g} "
-                f"s of hung cases in this process) is spent; see the earlier hangs"}
-    isolated = request.getfixturevalue("isolated")
-    env = {"CONFORMANCE_FRESH_CHILD": request.node.nodeid} if fresh else None
-    arena = _arena_dir()
-    try:
-        outcome = isolated(fn, *args, arena=arena,
-                           timeout=FRESH_TIMEOUT if fresh else CASE_TIMEOUT, env=env)
-        guards, unreadable = read_arena(arena)
-    finally:
-        remove_arena(arena)
-    command = foreground_command(fn, args, {}, isolated.device, {**isolated.env, **(env or {})})
-    stderr = outcome.stderr_tail[-3000:]
-    if outcome.kind == "returned":
-        res = dict(outcome.value)
-    else:
-        if outcome.kind == "timeout":
-            _hung[area_name] = _hung.get(area_name, 0.0) + outcome.seconds
-        res = {"applies": True, "crashed": isolated.explain(outcome), "death": outcome.kind,
-               "signal": outcome.signal, "surfaced": "crashed", "guards": []}
+    return str(area.args[0]) if area and area.args else request.node.nodeid
+
+
+def _spent(area: str) -> dict[str, Any] | None:
+    """The not-run result of a case past its area's hang budget (None: within it)."""
+    if _hung.get(area, 0.0) < HANG_BUDGET:
+        return None
+    return {"applies": True, "not_run": f"area {area}'s hang budget ({HANG_BUDGET:g} s of "
+            f"hung cases in this process) is spent; see the earlier hangs"}
+
+
+def _crashed(outcome: Any, isolated: Any, area: str) -> dict[str, Any]:
+    """The result of a case whose child died or hung (a hang counts against the budget)."""
+    if outcome.kind == "timeout":
+        _hung[area] = _hung.get(area, 0.0) + outcome.seconds
+    return {"applies": True, "crashed": isolated.explain(outcome), "death": outcome.kind,
+            "signal": outcome.signal, "surfaced": "crashed", "guards": []}
+
+
+def _finish(res: dict[str, Any], arena: Path | str, outcome: Any, isolated: Any,
+            command: str | None) -> dict[str, Any]:
+    """The guards as the parent reads them from the case's arena (where the buffers were
+    in device memory, the child's own reading), the child's stderr, the foreground
+    command."""
+    guards, unreadable = read_arena(arena)
     if unreadable and res.get("guards_checked"):  # device memory: the child's reading
         res["guards"] = [*guards, *res["guards"]]
     elif "guards" in res:  # the arena's reading, the parent's own
@@ -95,8 +90,35 @@ def run_case(request: pytest.FixtureRequest, isolate: bool, fn: Callable[..., di
     # CPU and CUDA / HIP keep their guards in host pages: readable whatever happened
     res["guards_required"] = isolated.device.split(":")[0] in ("cpu", "cuda")
     res.update(retired=outcome.retired, retire_reason=outcome.retire_reason,
-               foreground=command, stderr=stderr)
+               foreground=command, stderr=outcome.stderr_tail[-3000:])
     return res
+
+
+def run_case(request: pytest.FixtureRequest, isolate: bool, fn: Callable[..., dict],
+             args: tuple, fresh: bool = False) -> dict[str, Any]:
+    """The invalid case's result dict, in a child when the device isolates error cases.
+    The case's buffers live in an arena this process owns: the guards are read here,
+    whatever became of the child (``guards_from``). A crashed or hung child gives
+    ``{"crashed": explanation, "death": kind}``; a case past the area's hang budget
+    ``{"not_run": why}``."""
+    if not isolate:
+        return fn(*args)
+    area = _area(request)
+    if (spent := _spent(area)) is not None:
+        return spent
+    isolated = request.getfixturevalue("isolated")
+    env = {"CONFORMANCE_FRESH_CHILD": request.node.nodeid} if fresh else None
+    arena = _arena_dir()
+    try:
+        outcome = isolated(fn, *args, arena=arena, hide=("arena",),
+                           timeout=FRESH_TIMEOUT if fresh else CASE_TIMEOUT, env=env)
+        res = dict(outcome.value) if outcome.kind == "returned" else \
+            _crashed(outcome, isolated, area)
+        command = foreground_command(fn, args, {}, isolated.device,
+                                     {**isolated.env, **(env or {})})
+        return _finish(res, arena, outcome, isolated, command)
+    finally:
+        remove_arena(arena)
 
 
 def run_cases(request: pytest.FixtureRequest, isolate: bool, after_error: str,
@@ -112,11 +134,9 @@ def run_cases(request: pytest.FixtureRequest, isolate: bool, after_error: str,
             if "crashed" in out[-1] or "not_run" in out[-1]:
                 break
         return out
-    area = request.node.get_closest_marker("area")
-    area_name = str(area.args[0]) if area and area.args else request.node.nodeid
-    if _hung.get(area_name, 0.0) >= HANG_BUDGET:
-        return [{"applies": True, "not_run": f"area {area_name}'s hang budget "
-                 f"({HANG_BUDGET:g} s of hung cases in this process) is spent"}]
+    area = _area(request)
+    if (spent := _spent(area)) is not None:
+        return [spent]
     from conformance.areas.indexing.checks import invalid_batch
 
     isolated = request.getfixturevalue("isolated")
@@ -126,28 +146,15 @@ def run_cases(request: pytest.FixtureRequest, isolate: bool, after_error: str,
                            timeout=CASE_TIMEOUT + 2.0 * len(cases), hide=("arena",))
         for i, args in enumerate(cases):
             folder = Path(arena, str(i))
-            if not folder.is_dir():
-                break
-            guards, unreadable = read_arena(folder)
             result = folder / "result.json"
             if result.is_file():
                 res = json.loads(result.read_text())
-            elif outcome.kind == "returned":  # the batch said nothing of this case
-                break
+            elif folder.is_dir() and outcome.kind != "returned":  # the case it died in
+                res = _crashed(outcome, isolated, area)
             else:
-                if outcome.kind == "timeout":
-                    _hung[area_name] = _hung.get(area_name, 0.0) + outcome.seconds
-                res = {"applies": True, "crashed": isolated.explain(outcome),
-                       "death": outcome.kind, "signal": outcome.signal,
-                       "surfaced": "crashed", "guards": []}
-            if "guards" in res:
-                res.update(guards=guards, guards_checked=not unreadable,
-                           guards_from="arena (read by the parent)", guards_required=True,
-                           **({"guards_error": unreadable} if unreadable else {}))
-            res.update(foreground=foreground_command(fn, args, {}, isolated.device,
-                                                     isolated.env),
-                       stderr=outcome.stderr_tail[-3000:])
-            out.append(res)
+                break
+            command = foreground_command(fn, args, {}, isolated.device, isolated.env)
+            out.append(_finish(res, folder, outcome, isolated, command))
             if "crashed" in res:
                 break
         if outcome.kind == "raised":  # the batch itself failed: a bug of the suite

@@ -75,6 +75,15 @@ MMU_FAULT = [
 KERNEL_ASSERT_LINE = r"Assertion\s.+\sfailed"
 # how a ROCm process that a kernel assert ended says so on stderr (no Python exception)
 ROCM_ABORT = r"HSA_STATUS_ERROR_EXCEPTION|hipErrorLaunchFailure|unspecified launch failure"
+
+
+def rocm_abort_line(died: bool, stderr: str) -> str:
+    """The stderr line of a process that a ROCm kernel assert ended ("" when it did not
+    die, when nothing says so, or when it was a page fault: an unchecked access)."""
+    if not died or matching(stderr, MMU_FAULT):
+        return ""
+    lines = [ln for ln in stderr.splitlines() if re.search(ROCM_ABORT, ln)]
+    return lines[-1].strip() if lines else ""
 MPS_ASYNC = [
     (r"index -?\d+ is out of bounds", "MPS asynchronous error buffer (pytorch#166615): "
      "torch.AcceleratorError 'index 1 is out of bounds for dimension 0 with size 1' at the "

@@ -28,11 +28,10 @@ from conformance.harness.error_messages import (
     DSA_HINTS,
     KERNEL_ASSERT_LINE,
     LAUNCH_BLOCKING_HINT,
-    MMU_FAULT,
-    ROCM_ABORT,
     dsa_mode,
     matching,
 )
+from conformance.harness.error_messages import rocm_abort_line as abort_line
 from conformance.harness.outcomes import missing
 
 pytestmark = [pytest.mark.area("device_assert"), pytest.mark.isolated(timeout=120)]
@@ -164,10 +163,7 @@ def _rocm_kernel_assert() -> bool | None:
 
 def rocm_abort_line(outcome) -> str:
     """The stderr line of a child that a ROCm kernel assert aborted ("" otherwise)."""
-    if outcome.kind not in ("signal", "exited") or matching(outcome.stderr_tail, MMU_FAULT):
-        return ""
-    lines = [ln for ln in outcome.stderr_tail.splitlines() if re.search(ROCM_ABORT, ln)]
-    return lines[-1].strip() if lines else ""
+    return abort_line(outcome.kind in ("signal", "exited"), outcome.stderr_tail)
 
 
 def test_triton_device_assert(device, record, isolated, conformance_state):

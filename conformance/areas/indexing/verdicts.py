@@ -25,8 +25,8 @@ from conformance.harness.error_messages import (
     INDEX_MESSAGES,
     KERNEL_ASSERT_LINE,
     MMU_FAULT,
-    ROCM_ABORT,
     matching,
+    rocm_abort_line,
 )
 from conformance.processes.isolate import case_name, foreground_command
 
@@ -178,12 +178,8 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
 def _rocm_abort(res: dict[str, Any], device_key: str) -> str:
     """The stderr line of a ROCm process a kernel assert aborted ("" if it was not one):
     the device's way of reporting the assert, not a crash of the case."""
-    if device_key != "rocm" or res.get("death") not in ("signal", "exited"):
-        return ""
-    if matching(res.get("stderr", ""), MMU_FAULT):
-        return ""
-    lines = [ln for ln in res.get("stderr", "").splitlines() if re.search(ROCM_ABORT, ln)]
-    return lines[-1].strip() if lines else ""
+    return rocm_abort_line(device_key == "rocm" and res.get("death") in ("signal", "exited"),
+                           res.get("stderr", ""))
 
 
 def require_invalid(record, res: dict[str, Any], kind: str, after_error: str) -> None:

@@ -111,6 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
         accounting = Accounting(config, state, config.stash[COLLECTOR])
         config.pluginmanager.register(accounting, "torch-conformance-accounting")
         folder, worker = accounting.folder, "main"
+    deadline.attach(config, folder)
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         config.pluginmanager.register(watchdog.Watchdog(config, state, folder, worker),
                                       "torch-conformance-watchdog")
@@ -123,7 +124,6 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["conformance_memo_dir"] = memo.directory()
     accounting = node.config.pluginmanager.get_plugin("torch-conformance-accounting")
     node.workerinput["conformance_run_folder"] = str(accounting.folder)
-    deadline.configure_node(node)
 
 
 @pytest.hookimpl(tryfirst=True)

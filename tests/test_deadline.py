@@ -39,3 +39,18 @@ def test_a_budget_must_be_positive(suite):
         assert run.returncode == 4
         assert "--time-budget takes a positive number of seconds" in run.stderr
         assert "Traceback" not in run.stderr
+
+
+def test_the_clock_starts_at_the_first_test(suite, tmp_path):
+    """A collection that takes 4 s (two xdist workers, each importing a slow module) and a
+    3 s budget: the start-up is not counted, so tests run; the workers share one clock, so
+    the 2 s tests that start within 3 s of the first are at most two per worker."""
+    slow = tmp_path / "slow_start"
+    slow.mkdir()
+    (slow / "test_slow.py").write_text("import time\ntime.sleep(4)\n" + SLOW)
+    run = suite(str(slow), "-n", "2", "-q", "-rs", "--time-budget", "3", report=False)
+    assert run.returncode == 0, run.output[-2000:]
+    counts = re.search(r"(\d+) passed, (\d+) skipped", run.stdout)
+    assert counts, run.stdout[-2000:]
+    passed, skipped = int(counts.group(1)), int(counts.group(2))
+    assert 2 <= passed <= 4 and passed + skipped == 6, run.stdout[-2000:]

@@ -40,3 +40,32 @@ def test_an_extra_built_for_another_torch_says_which(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
     assert probe._absent_reason("executorch", "executorch") == (
         "package executorch is not installed (pip install -e '.[executorch]')")
+
+
+def test_cutlass_dsl_is_tagged_only_where_cutlass_cute_imports(monkeypatch):
+    """nvidia-cutlass-dsl without libs-core leaves a ``cutlass`` folder with no ``cute``:
+    find_spec("cutlass") answers, the import does not. The tag is then absent, with why,
+    and flash-attn-4 (written in the CuTe DSL) with it."""
+    import importlib
+    import importlib.util
+    import os
+
+    from conformance.harness import deps, probe
+
+    real_find, real_import = importlib.util.find_spec, importlib.import_module
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (
+        object() if name in ("cutlass", "flash_attn") else real_find(name, *a)))
+
+    def no_cute(name, *args):
+        if name == "cutlass.cute":
+            raise ModuleNotFoundError("No module named 'cutlass.cute'")
+        return real_import(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", no_cute)
+    monkeypatch.delenv(deps.CUTE_ENV, raising=False)
+    tags, absent = probe._package_tags()
+    assert "cutlass-dsl" not in tags and "flash-attn-4" not in tags
+    assert "cutlass.cute does not import (ModuleNotFoundError" in absent["cutlass-dsl"]
+    assert "libs-core" in absent["cutlass-dsl"]
+    assert absent["flash-attn-4"].startswith("flash_attn.cute needs cutlass.cute")
+    assert os.environ[deps.CUTE_ENV] == absent["cutlass-dsl"]  # handed to workers

@@ -70,6 +70,32 @@ def _run_triton_probe() -> str | None:
     return None
 
 
+CUTE_ENV = "CONFORMANCE_CUTE_DSL"  # the import probe's answer, for the workers and children
+
+
+def probe_cute_dsl() -> str | None:
+    """None when ``import cutlass.cute`` works, else why not (one line). A ``cutlass``
+    folder alone is not enough: nvidia-cutlass-dsl without its libs-core package leaves
+    a namespace ``cutlass`` with no ``cute`` (every CuTe DSL kernel would then fail). The
+    import costs about 0.7 s, so the first process pays it and hands the answer on in
+    ``CONFORMANCE_CUTE_DSL`` (xdist workers and isolation children inherit it)."""
+    known = os.environ.get(CUTE_ENV)
+    if known is not None:
+        return None if known == "ok" else known
+    if importlib.util.find_spec("cutlass") is None:
+        why = "package cutlass is not installed (pip install -e '.[cute]')"
+    else:
+        try:
+            importlib.import_module("cutlass.cute")
+            why = None
+        except Exception as exc:  # any failure means the DSL cannot be used
+            text = " ".join(str(exc).split())[:160]
+            why = (f"cutlass is installed but cutlass.cute does not import ({type(exc).__name__}: "
+                   f"{text}); nvidia-cutlass-dsl-libs-core holds it (pip install -e '.[cute]')")
+    os.environ[CUTE_ENV] = "ok" if why is None else why
+    return why
+
+
 def probe_tags() -> tuple[set[str], dict[str, str]]:
     """(tags present, {absent tag: why}) for the dependency probes."""
     present: set[str] = set()

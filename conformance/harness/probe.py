@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from conformance.harness.deps import probe_tags
+from conformance.harness.deps import probe_cute_dsl, probe_tags
 from conformance.harness.errors import ConfigError
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps", "xpu")
@@ -125,6 +125,14 @@ def _package_tags() -> tuple[set[str], dict[str, str]]:
     present = {tag for tag, mod in OPTIONAL_PACKAGES.items() if importlib.util.find_spec(mod)}
     absent = {tag: _absent_reason(tag, mod)
               for tag, mod in OPTIONAL_PACKAGES.items() if tag not in present}
+    if "cutlass-dsl" in present:  # only where cutlass.cute imports (deps.probe_cute_dsl)
+        why = probe_cute_dsl()
+        if why is not None:
+            present.discard("cutlass-dsl")
+            absent["cutlass-dsl"] = why
+            if "flash-attn-4" in present:  # flash_attn.cute is written in the CuTe DSL
+                present.discard("flash-attn-4")
+                absent["flash-attn-4"] = f"flash_attn.cute needs cutlass.cute: {why}"
     probed, failed = probe_tags()
     return present | probed, {**absent, **failed}
 

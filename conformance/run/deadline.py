@@ -3,22 +3,31 @@
 Tests not yet started when the budget is spent are reported not-run with the reason (never
 as passed or skipped), so a run that must fit a fixed window (a lent GPU's minutes, a CI
 job's limit) still ends cleanly and writes its report; its verdict is INCOMPLETE unless
-``--allow-partial`` accepts a partial run. The clock starts when the controller configures;
-xdist workers receive the controller's absolute deadline, so every worker stops at the same
-moment. A test that has started runs to its end: the budget bounds when the last test starts,
-not when it finishes.
+``--allow-partial`` accepts a partial run. The clock starts when the first test of the run
+starts, on whichever process runs it: the interpreter's start, xdist's workers starting and
+collecting are not counted (on a GPU host with 8 workers they took most of a 30 s budget).
+The first process to start a test writes the time into the run's folder (``clock-start``,
+created atomically); every other process reads it, so all workers stop at the same moment.
+A test that has started runs to its end: the budget bounds when the last test starts, not
+when it finishes (the per-test watchdog, ``--test-timeout``, bounds how long it runs).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conformance.harness.outcomes import not_run
 
+BUDGET = pytest.StashKey[float]()
+FOLDER = pytest.StashKey[Path]()
 DEADLINE = pytest.StashKey[float]()
+CLOCK_FILE = "clock-start"
 
 
 def addoption(group: Any) -> None:
@@ -47,23 +56,52 @@ def parse(value: str | None) -> float | None:
 
 
 def configure(config: pytest.Config) -> None:
-    """Set the deadline: the controller's (handed to the workers), or its own."""
+    """Read the budget (a bad value is a usage error); the clock starts later."""
     budget = parse(config.getoption("conformance_time_budget", None))
+    if budget is not None:
+        config.stash[BUDGET] = budget
+
+
+def attach(config: pytest.Config, folder: Path) -> None:
+    """The run's folder, shared by the controller and its workers: the clock's file."""
+    config.stash[FOLDER] = folder
+
+
+def clock_start(folder: Path | None) -> float:
+    """The run's first test's start (epoch seconds): this process's now if it is the first
+    to ask, else what the first one wrote."""
+    now = time.time()
+    if folder is None:
+        return now
+    target = folder / CLOCK_FILE
+    tmp = folder / f".{CLOCK_FILE}.{os.getpid()}"
+    try:
+        tmp.write_text(repr(now))
+        os.link(tmp, target)  # atomic: exactly one process creates it
+        return now
+    except FileExistsError:
+        with contextlib.suppress(OSError, ValueError):
+            return float(target.read_text())
+        return now
+    except OSError:  # an unwritable folder: this process's own clock
+        return now
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _deadline(config: pytest.Config) -> float | None:
+    budget = config.stash.get(BUDGET, None)
     if budget is None:
-        return
-    given = getattr(config, "workerinput", {}).get("conformance_deadline")
-    config.stash[DEADLINE] = float(given) if given is not None else time.time() + budget
-
-
-def configure_node(node: Any) -> None:
-    deadline = node.config.stash.get(DEADLINE, None)
-    if deadline is not None:
-        node.workerinput["conformance_deadline"] = deadline
+        return None
+    if DEADLINE not in config.stash:
+        config.stash[DEADLINE] = clock_start(config.stash.get(FOLDER, None)) + budget
+    return config.stash[DEADLINE]
 
 
 def check(item: pytest.Item) -> None:
     """Leave ``item`` out (reported not-run, with the reason) if the budget is spent."""
-    deadline = item.config.stash.get(DEADLINE, None)
+    deadline = _deadline(item.config)
     if deadline is not None and time.time() > deadline:
         budget = item.config.getoption("conformance_time_budget")
         not_run(f"time budget spent: the run starts no test after --time-budget {budget} s; "

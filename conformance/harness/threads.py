@@ -2,7 +2,8 @@
 workers and the BLAS that numpy's float64 oracles call.
 
 On a CPU run the xdist workers already hold every core, so each worker gets
-cores // workers intra-op threads and Inductor compiles in-process. The oracles' BLAS
+cores // workers intra-op threads and Inductor compiles in-process; on an accelerator each
+worker's Inductor compile pool gets cores // workers threads. The oracles' BLAS
 (numpy's OpenBLAS, a second pool next to torch's) runs one thread on CPU runs: its threads
 spin between calls, and measured on the 2-core machine with the other core busy, the
 attention oracle's backward (B=2, H=4, 129 x 127, D=64) took 36 ms of wall and 47 ms of CPU
@@ -33,6 +34,12 @@ def configure(device_kind: str, workers: int) -> dict[str, int]:
         if workers > 1:  # xdist workers share the cores: no oversubscribed intra-op pools
             torch.set_num_threads(max(1, cores // workers))
             done["torch"] = torch.get_num_threads()
+    else:
+        # an accelerator run: each worker's Inductor pool gets its share of the cores (left
+        # alone, each of 8 workers on a 16-core GPU host starts a pool of 16 compilers)
+        share = max(1, cores // max(workers, 1))
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(share))
+        done["inductor_compile"] = int(os.environ["TORCHINDUCTOR_COMPILE_THREADS"])
     oracle = 1 if device_kind == "cpu" else max(1, cores // max(workers, 1))
     # for a BLAS loaded later (scipy's) and for the child processes (isolation, ranks)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(oracle))

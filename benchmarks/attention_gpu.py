@@ -5,9 +5,13 @@ of the forward and of forward+backward (torch.autograd.grad) over --iters CUDA-e
 calls after warm-up, and the TFLOP/s they imply: forward 4*B*H*S*S*D FLOPs (halved when
 causal), backward 2.5x forward (FlashAttention's convention; backward time = forward+backward
 time - forward time). The first call, where torch.compile / JIT compilation happens, is timed
-separately. At the smallest S each output is also compared with sdpa.math in float32 on the
-same inputs (max abs diff: a sanity number, not a conformance verdict). Implementations are
-the adapters in impls/attention (FlexAttention's signature, tensors (B, H, S, D)).
+separately. Every output, and every backward's dQ, dK, dV, is checked at its size under the
+suite's FlashAttention rule against the float64 oracle on two (batch, head) slices
+(conformance/areas/attention/gate.py): a rate is reported only for a result that passed
+(``fwd_check``/``bwd_check``: pass, or why not). Each rate is also given as a percentage of
+the GPU's dense bf16/fp16 tensor-core peak (PEAK_TFLOPS, from the vendor's data sheet) and
+of a bf16 GEMM measured in the same run. Implementations are the adapters in
+impls/attention (FlexAttention's signature, tensors (B, H, S, D)).
 
 On a GPU host (torch 2.11+ with CUDA and triton; flash-attn-4 optional), from the repo root:
 
@@ -45,7 +49,7 @@ from typing import Any
 import torch
 
 from conformance.areas.attention.catalogue import MASKS, Geometry
-from impls.attention.sdpa import sdpa_math
+from conformance.areas.attention.gate import Gate
 
 Fn = Callable[..., Any]
 Row = dict[str, Any]
@@ -69,8 +73,12 @@ DEFAULT_IMPLS = ["sdpa.flash", "sdpa.efficient", "sdpa.cudnn", "flex.compiled", 
 SKIP_MARKERS = ("No available kernel", "No viable backend", "No module named", "not supported",
                 "does not support")
 COLUMNS = {"impl": 20, "S": 6, "D": 4, "causal": 6, "B": 4, "status": 8, "fwd_ms": 9,
-           "fwd_tflops": 10, "bwd_tflops": 10, "fwd_vs_sdpa_flash": 17, "compile_fwd_s": 13,
-           "max_abs_diff_vs_math_fp32": 0}
+           "fwd_tflops": 10, "fwd_pct_peak": 12, "bwd_tflops": 10, "fwd_vs_sdpa_flash": 17,
+           "compile_fwd_s": 13, "fwd_check": 9, "bwd_check": 0}
+# dense (no sparsity) bf16/fp16 tensor-core peak, TFLOP/s, by device name (the vendor's
+# data sheets: H100 SXM and H200 SXM 989.4, H100 PCIe 756.5, H100 NVL 835.5, B200 2250)
+PEAK_TFLOPS = {"H200": 989.4, "H100 80GB HBM3": 989.4, "H100 SXM": 989.4, "H100 NVL": 835.5,
+               "H100 PCIe": 756.5, "B200": 2250.0}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -85,6 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
     ap.add_argument("--backward", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
+                    help="check every result against the float64 oracle (the gate of the "
+                         "ratios)")
     ap.add_argument("--impls", default=None, help=f"comma list of {', '.join(IMPLS)}")
     ap.add_argument("--iters", type=int, default=20, help="timed calls (median; at least 10)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed calls after the first")
@@ -122,7 +133,23 @@ def environment(device: torch.device) -> Row:
                    cuda_driver_api=driver_api() if driver_api else None)
     env.update(triton=_version("triton"), flash_attn_4=_version("flash-attn-4"),
                cutlass_dsl=_version("nvidia-cutlass-dsl"))
+    name = env.get("device_name") or ""
+    peak = next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+    env.update(peak_tflops=peak, peak_source="vendor data sheet, dense bf16/fp16 tensor core"
+               if peak else f"no peak known for {name or device.type}")
     return env
+
+
+def gemm_tflops(device: torch.device, dtype: torch.dtype) -> float | None:
+    """A square GEMM's rate in this run (8192 on CUDA): what the chip gives a plain kernel."""
+    if device.type != "cuda":
+        return None
+    n = 8192
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    for _ in range(3):  # warm-up
+        a @ b
+    ms = median_ms(lambda: a @ b, 10, device)
+    return round(2 * n**3 / ms / 1e9, 1)
 
 
 def block_mask(kind: str | None, geo: Geometry, device: torch.device) -> Any:
@@ -167,22 +194,33 @@ def timed(fn: Fn, args: argparse.Namespace, device: torch.device) -> tuple[Any, 
     return first, max(0.0, first_s - ms / 1e3), ms
 
 
-def forward(fn: Fn, qkv: QKV, bm: Any, ref: torch.Tensor | None, args: argparse.Namespace,
-            device: torch.device) -> Row:
+def _check(gate: Gate | None, causal: bool, **given: Any) -> Row:
+    """The gate's verdicts as row fields (fwd_check / bwd_check), or why none was made."""
+    if gate is None:
+        return {f"{side}_check": "not checked (--no-check)" for side in
+                (("fwd",) if "out" in given else ("bwd",))}
+    try:
+        return {f"{side}_check": v for side, v in gate.check(causal, **given).items()}
+    except Exception as exc:  # a failed check must not stop the run; it blocks the rate
+        why = f"not checked: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        return {f"{side}_check": why for side in (("fwd",) if "out" in given else ("bwd",))}
+
+
+def forward(fn: Fn, qkv: QKV, bm: Any, gate: Gate | None, causal: bool,
+            args: argparse.Namespace, device: torch.device) -> Row:
     out, compile_s, ms = timed(lambda: fn(*qkv, block_mask=bm), args, device)
-    row = {"compile_fwd_s": compile_s, "fwd_ms": ms}
-    if ref is not None:
-        row["max_abs_diff_vs_math_fp32"] = (out.float() - ref).abs().max().item()
-    return row
+    return {"compile_fwd_s": compile_s, "fwd_ms": ms, **_check(gate, causal, out=out)}
 
 
-def backward(fn: Fn, qkv: QKV, bm: Any, args: argparse.Namespace, device: torch.device) -> Row:
-    """Forward + torch.autograd.grad for dQ, dK, dV."""
+def backward(fn: Fn, qkv: QKV, bm: Any, gate: Gate | None, causal: bool,
+             args: argparse.Namespace, device: torch.device) -> Row:
+    """Forward + torch.autograd.grad for dQ, dK, dV (the first call's gradients checked)."""
     leaves = tuple(t.detach().requires_grad_(True) for t in qkv)
-    d_out = torch.randn_like(qkv[0])
+    d_out = gate.d_out if gate is not None else torch.randn_like(qkv[0])
     step = lambda: torch.autograd.grad(fn(*leaves, block_mask=bm), leaves, d_out)  # noqa: E731
-    _, compile_s, ms = timed(step, args, device)
-    return {"compile_fwdbwd_s": compile_s, "fwdbwd_ms": ms}
+    grads, compile_s, ms = timed(step, args, device)
+    return {"compile_fwdbwd_s": compile_s, "fwdbwd_ms": ms,
+            **_check(gate, causal, grads=tuple(grads))}
 
 
 def failure(exc: BaseException) -> Row:
@@ -205,7 +243,7 @@ def guarded(call: Callable[[], Row], device: torch.device) -> Row:
     return result
 
 
-def run_one(name: str, qkv: QKV, geo: Geometry, causal: bool, ref: torch.Tensor | None,
+def run_one(name: str, qkv: QKV, geo: Geometry, causal: bool, gate: Gate | None,
             args: argparse.Namespace, device: torch.device) -> Row:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -215,9 +253,9 @@ def run_one(name: str, qkv: QKV, geo: Geometry, causal: bool, ref: torch.Tensor 
             bm = block_mask(IMPLS[name][1] if causal else None, geo, device)
         except Exception as exc:
             return failure(exc)
-        row = guarded(lambda: forward(fn, qkv, bm, ref, args, device), device)
+        row = guarded(lambda: forward(fn, qkv, bm, gate, causal, args, device), device)
         if args.backward and row["status"] == "ok":  # a failed backward keeps the forward
-            bwd = guarded(lambda: backward(fn, qkv, bm, args, device), device)
+            bwd = guarded(lambda: backward(fn, qkv, bm, gate, causal, args, device), device)
             status = bwd.pop("status")
             row.update(bwd if status == "ok" else {"bwd_status": status,
                                                     "bwd_reason": bwd["reason"]})
@@ -226,17 +264,29 @@ def run_one(name: str, qkv: QKV, geo: Geometry, causal: bool, ref: torch.Tensor 
     return {**row, "warnings": seen[:4]} if seen else row
 
 
-def add_rates(row: Row) -> None:
+def add_rates(row: Row, env: Row) -> None:
+    """TFLOP/s (causal: half the FLOPs) and their share of the peak and of the GEMM."""
     flops = 4 * row["B"] * row["H"] * row["S"] ** 2 * row["D"] / (2 if row["causal"] else 1)
     row["fwd_tflops"] = flops / row["fwd_ms"] / 1e9  # FLOP per ms / 1e9 = TFLOP/s
     if "fwdbwd_ms" in row:
         row["bwd_ms"] = row["fwdbwd_ms"] - row["fwd_ms"]
         row["bwd_tflops"] = 2.5 * flops / row["bwd_ms"] / 1e9 if row["bwd_ms"] > 0 else None
         row["fwdbwd_tflops"] = 3.5 * flops / row["fwdbwd_ms"] / 1e9
+    for side in ("fwd", "bwd"):
+        rate = row.get(f"{side}_tflops")
+        for key, ref in (("pct_peak", env.get("peak_tflops")),
+                         ("pct_gemm", env.get("gemm_tflops"))):
+            if rate and ref:
+                row[f"{side}_{key}"] = round(100 * rate / ref, 1)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
+
+
+def passed(row: Row | None, side: str) -> bool:
+    """The row's rate for ``side`` (fwd, bwd) stands: measured, and its result passed."""
+    return bool(row and row.get(f"{side}_tflops") and row.get(f"{side}_check") == "pass")
 
 
 def find(rows: list[Row], impl: str, s: int, d: int, causal: bool) -> Row | None:
@@ -244,12 +294,19 @@ def find(rows: list[Row], impl: str, s: int, d: int, causal: bool) -> Row | None
                  and r["D"] == d and r["causal"] == causal), None)
 
 
+def gated_ratio(a: Row | None, b: Row | None, side: str) -> float | None:
+    """a's rate over b's, only where both results passed the rule at that size."""
+    if not (passed(a, side) and passed(b, side)):
+        return None
+    return _ratio(a[f"{side}_tflops"], b[f"{side}_tflops"])  # type: ignore[index]
+
+
 def add_ratios(rows: list[Row]) -> None:
     for row in rows:
         flash = find(rows, "sdpa.flash", row["S"], row["D"], row["causal"])
         if row["status"] == "ok" and flash:
-            row["fwd_vs_sdpa_flash"] = _ratio(row["fwd_tflops"], flash["fwd_tflops"])
-            row["bwd_vs_sdpa_flash"] = _ratio(row.get("bwd_tflops"), flash.get("bwd_tflops"))
+            row["fwd_vs_sdpa_flash"] = gated_ratio(row, flash, "fwd")
+            row["bwd_vs_sdpa_flash"] = gated_ratio(row, flash, "bwd")
 
 
 def summary(rows: list[Row], dtype: str) -> Row:
@@ -258,12 +315,11 @@ def summary(rows: list[Row], dtype: str) -> Row:
         tri, flash = (find(rows, i, 4096, 128, causal) for i in ("triton_fa", "sdpa.flash"))
         if dtype == "bfloat16" and tri and flash:
             key = "triton fwd / sdpa.flash at bf16 S=4096 D=128" + " causal" * causal
-            out[key] = _ratio(tri["fwd_tflops"], flash["fwd_tflops"])
+            out[key] = gated_ratio(tri, flash, "fwd")
     pairs = {f"S={a['S']} D={a['D']} causal={a['causal']}": (a, b) for a in rows
              if a["impl"] == "fa4.flash_attn_func" and a["status"] == "ok"
              and (b := find(rows, "flex.flash", a["S"], a["D"], a["causal"]))}
-    ratios = {key: {"fwd": _ratio(a["fwd_tflops"], b["fwd_tflops"]),
-                    "bwd": _ratio(a.get("bwd_tflops"), b.get("bwd_tflops"))}
+    ratios = {key: {"fwd": gated_ratio(a, b, "fwd"), "bwd": gated_ratio(a, b, "bwd")}
               for key, (a, b) in pairs.items()}
     if ratios:
         fwd = [math.log(r["fwd"]) for r in ratios.values() if r["fwd"]]
@@ -284,14 +340,6 @@ def default_out(env: Row) -> Path:
     return Path("docs/results") / f"attention-gpu-{slug}-{datetime.date.today():%Y%m%d}.json"
 
 
-def reference(qkv: QKV, geo: Geometry, causal: bool, device: torch.device) -> Row:
-    """sdpa.math in float32 on the same inputs (status "ok" and "ref"), or its failure."""
-    bm = lambda: block_mask("causal_tl" if causal else None, geo, device)  # noqa: E731
-    with torch.no_grad():
-        return guarded(lambda: {"ref": sdpa_math(*(t.float() for t in qkv), block_mask=bm())},
-                       device)
-
-
 def write(path: Path, env: Row, args: argparse.Namespace, rows: list[Row],
           elapsed: float) -> None:
     payload = {"environment": env, "args": vars(args), "elapsed_s": round(elapsed, 1),
@@ -308,6 +356,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"no CUDA device: on {device} only a smoke test runs; pass --seqlens <= 1024")
     torch._dynamo.config.recompile_limit = max(64, torch._dynamo.config.recompile_limit)
     env, dtype = environment(device), getattr(torch, args.dtype)
+    env["gemm_tflops"] = gemm_tflops(device, dtype)
     out_path = Path(args.out) if args.out else default_out(env)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
@@ -321,25 +370,23 @@ def main(argv: list[str] | None = None) -> None:
             torch.manual_seed(0)
             qkv = tuple(torch.randn(b, args.heads, s, d, device=device, dtype=dtype)
                         for _ in range(3))
+            gate = Gate(qkv, torch.randn_like(qkv[0])) if args.check else None
             for causal in causals:
                 torch._dynamo.reset()  # few compiled entries at a time: small guard overhead
-                ref = reference(qkv, geo, causal, device) if s == min(args.seqlens) else {}
-                if ref.get("status", "ok") != "ok":
-                    print(f"float32 sdpa.math reference failed: {ref['reason']}", flush=True)
                 for name in args.impls.split(","):
                     row = {"impl": name, "S": s, "D": d, "causal": causal, "B": b,
                            "H": args.heads, "dtype": args.dtype}
                     if time.monotonic() - start > args.time_budget:
                         row.update(status="skipped", reason="time budget exceeded")
                     else:
-                        row.update(run_one(name, qkv, geo, causal, ref.get("ref"), args, device))
+                        row.update(run_one(name, qkv, geo, causal, gate, args, device))
                     if row["status"] == "ok":
-                        add_rates(row)
+                        add_rates(row, env)
                     rows.append(row)
                     add_ratios(rows)
                     print(table_line(row), flush=True)
                     write(out_path, env, args, rows, time.monotonic() - start)
-            del qkv, ref
+            del qkv, gate
     print(json.dumps(summary(rows, args.dtype), indent=1))
     print(f"wrote {out_path} ({len(rows)} rows, {time.monotonic() - start:.0f} s)")
 

@@ -49,19 +49,23 @@ two=$(( tree + $(stat -c %s "${parts[1]}") + $(du -cb "$whl"/*.whl | tail -1 | c
 echo "call 1: tree $tree B + ${parts[0]##*/}: $one B of $limit"
 echo "call 2: tree + ${parts[1]##*/} + wheels: $two B of $limit"
 [ "$one" -le "$limit" ] && [ "$two" -le "$limit" ] || { echo "error: over 64 MiB" >&2; exit 1; }
-if [ -n "$check" ]; then  # unpack as the campaign does, and look for both packages
+if [ -n "$check" ]; then  # unpack as the campaign does; prove the import (ci/carry_import_check.py)
   mkdir -p "$check/unpacked"
   cat "${parts[@]}" | xz -d | tar -x -C "$check/unpacked"
-  # as ci/gpu-campaign.sh takes it, with its .pth files (-S: without this venv's own cutlass)
   site=$check/unpacked/cute-site
-  paths=$(python3 -S -c "import site, sys; old = set(sys.path); site.addsitedir('$site');
-print(' '.join(p for p in sys.path if p not in old and p.startswith('$site')))")
-  for p in cutlass flash_attn/cute; do
-    found=""
-    for d in $paths; do [ -d "$d/$p" ] && found=$d; done
-    [ -n "$found" ] || { echo "error: $p is not on the unpacked site's paths ($paths)" >&2; exit 1; }
-    echo "$p: $found"
-  done
+  # the same distributions at the same versions, for this machine's Python (the bundle is
+  # for the GPU host's 3.12); --compare shows that it stands for the bundle
+  mapfile -t reqs < <(for d in "$site"/*.dist-info; do b=${d##*/}; b=${b%.dist-info}
+                      echo "${b%-*}==${b##*-}"; done)
+  quiet python3 -m pip install -q --no-deps --only-binary=:all: --no-compile \
+    --target "$check/twin" "${reqs[@]}"
+  rm -rf "$check/twin/bin"
+  python3 ci/carry_import_check.py --compare "$site" "$check/twin"
+  # the GPU host has einops (flash_attn.cute imports it); this machine may not
+  python3 -c "import einops" 2>/dev/null \
+    || quiet python3 -m pip install -q --no-deps --target "$check/host" einops
+  torch_site=$(python3 -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
+  python3 -S -E -s ci/carry_import_check.py "$check/twin" "$torch_site" "$check/host"
   ls "$whl"
   echo "carry check passed"
 fi

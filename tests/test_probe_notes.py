@@ -69,3 +69,19 @@ def test_cutlass_dsl_is_tagged_only_where_cutlass_cute_imports(monkeypatch):
     assert "libs-core" in absent["cutlass-dsl"]
     assert absent["flash-attn-4"].startswith("flash_attn.cute needs cutlass.cute")
     assert os.environ[deps.CUTE_ENV] == absent["cutlass-dsl"]  # handed to workers
+
+
+def test_an_empty_cutlass_cute_namespace_is_not_the_dsl(monkeypatch):
+    """Without libs-core, libs-base's ``cutlass/cute/`` sub-folders make ``import
+    cutlass.cute`` succeed as an empty namespace package: not the DSL."""
+    import importlib
+    import types
+
+    from conformance.harness import deps
+
+    real_import = importlib.import_module
+    monkeypatch.setattr(importlib, "import_module", lambda name, *a: (
+        types.ModuleType(name) if name == "cutlass.cute" else real_import(name, *a)))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.delenv(deps.CUTE_ENV, raising=False)
+    assert "empty namespace" in deps.probe_cute_dsl()

@@ -86,8 +86,10 @@ def probe_cute_dsl() -> str | None:
         why = "package cutlass is not installed (pip install -e '.[cute]')"
     else:
         try:
-            importlib.import_module("cutlass.cute")
-            why = None
+            cute = importlib.import_module("cutlass.cute")
+            why = None if getattr(cute, "__file__", None) else (
+                "cutlass.cute imports as an empty namespace (nvidia-cutlass-dsl without its "
+                "libs-core package: pip install -e '.[cute]')")
         except Exception as exc:  # any failure means the DSL cannot be used
             text = " ".join(str(exc).split())[:160]
             why = (f"cutlass is installed but cutlass.cute does not import ({type(exc).__name__}: "

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from conformance.harness import memo, quiet_exit, threads
+from conformance.harness import lifetime, memo, quiet_exit, threads
 from conformance.harness.deps import PROBED_TAGS
 from conformance.harness.errors import ConfigError
 from conformance.harness.profiles import apply_profile
@@ -81,6 +81,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(lifetime.DIE_WITH_PARENT_ENV) == "1":  # the campaign's stages
+        lifetime.die_with_parent()
     config.addinivalue_line("markers", "area(name): the conformance area a test belongs to")
     config.addinivalue_line("markers", "needs(*features): implementation features a test needs")
     config.addinivalue_line("markers",

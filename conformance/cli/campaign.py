@@ -1,267 +1,314 @@
-"""The GPU campaign: every GPU check and benchmark of every area in one prepared run that fits
-a lent GPU's window (8 minutes of wall time on one H200), and its CPU rehearsal.
+"""The GPU campaign: the GPU checks and benchmarks of every area, most valuable first, within
+a global deadline on a lent GPU, and its CPU rehearsal.
 
-    python -m conformance.cli.campaign OUT              # on the GPU host (ci/gpu-campaign.sh)
-    python -m conformance.cli.campaign OUT --dry-run    # on a CPU: the same stages, rehearsed
+    python -m conformance.cli.campaign OUT [--deadline S]   # on the GPU host (ci/gpu-campaign.sh)
+    python -m conformance.cli.campaign OUT --dry-run        # on a CPU: the same stages, rehearsed
 
-Stages run in order of value, each in its own process group under its own budget: pytest
-gets ``--time-budget`` (the budget less a margin for start-up and the report), so a stage
-that runs long stops starting tests, reports the rest not-run (time budget) and still writes
-its report; a stage that overruns its whole budget is killed and recorded as such. What
-earlier stages produced is never lost. Afterwards the stage reports are merged into one
-(``conformance.report.merge``) and OUT receives at most eight files (the device tool brings back
-eight): README.md (what ran, failed, was not run for time; the benchmark ratios against their
-targets), report.json, summary.md, report.html, junit.xml, benchmark.json, environment.txt
-and stages.tar.gz (every stage's own report and log).
+Stages (conformance/cli/campaign_stages.py) run in order of value, each in its own process
+group: our FA4 sm90 and Triton kernels against the oracle, the benchmark of our kernels
+against their peers, then the other areas as time allows. A stage needing the CuTe DSL
+waits for a call where ``cutlass.cute`` imports. A stage starts only with at least 20 s of
+test time left before the deadline; each is killed with its group at its cap or the
+deadline, whichever is first, and the campaign itself stops at the deadline.
 
-The dry run replaces the GPU by the CPU: every pytest stage runs its selection on the CPU with
-a budget of a few seconds (collection, the time-budget path, the reports and the merge are
-exercised; almost every test is not run, for time), the benchmark runs at a tiny size on the
-CPU, and the summary is written as for a real run. Packing the CuTe DSL stack is rehearsed by
-``ci/gpu-carry.sh --check``.
+Results come back whatever happens: after every stage, and at the start, OUT is rewritten
+with at most eight files, none in a sub-folder (the device tool brings back eight):
+README.md (what ran, what did not and why), report.json, summary.md, report.html (the
+stage reports merged), benchmark.json, environment.txt, stages.tar.gz (each stage's
+report, junit.xml and log) and SHA256SUMS (the manifest of the other seven). Work files
+live outside OUT (``--work``, default /tmp/conformance-campaign) and carry over to the next
+call on the same machine: a second call runs only what the first did not, and its OUT
+holds both calls' results.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from conformance.cli import campaign_run
+from conformance.cli.campaign_run import FINAL, Interrupted, Runner, StageResult
+from conformance.cli.campaign_stages import (
+    DRY_WINDOW_S,
+    MIN_WINDOW_S,
+    NOT_IN_CAMPAIGN,
+    ROOT,
+    STAGES,
+    Stage,
+)
+from conformance.harness.deps import CUTE_ENV
 from conformance.report import campaign_summary
 
-ROOT = Path(__file__).resolve().parents[2]
-SUITE = Path(__file__).resolve().parents[1] / "areas"
-START_MARGIN_S = 25  # of a pytest stage's budget: interpreter, torch and collection, report
+T0_ENV = "CONFORMANCE_CAMPAIGN_T0"  # epoch seconds at which the deadline's clock started
+FINISH_MARGIN_S = 12  # kept before the deadline for the merge, the README and the manifest
+DEFAULT_WORK = Path("/tmp/conformance-campaign")
+OUT_FILES = ("README.md", "report.json", "summary.md", "report.html", "benchmark.json",
+             "environment.txt", "stages.tar.gz", "SHA256SUMS")
+FILE_LIMIT = 15 * 2**20  # the device tool brings back files of up to 16 MiB
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One step of the campaign: a pytest selection of the suite, or the benchmark."""
-
-    name: str
-    budget_s: int
-    purpose: str
-    paths: tuple[str, ...] = ()  # suite folders (pytest stages)
-    select: str | None = None  # -k
-    workers: int = 4  # xdist workers on the GPU host (16 cores, one GPU)
-    bench: bool = False
+def checkout_id() -> str:
+    """The code that ran: a digest of the suite's Python files (a copy has no .git)."""
+    h = hashlib.sha256()
+    for folder in ("conformance", "impls", "benchmarks", "oracles"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            h.update(path.relative_to(ROOT).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
-STAGES: tuple[Stage, ...] = (
-    Stage("toolchain", 25, "CUDA, arch list, driver, BLAS against the matrix's requirements",
-          ("toolchain",), workers=0),
-    Stage("attention", 140, "attention on cuda, correctness: every SDPA and FlexAttention "
-          "backend, flash-attn-4, our Triton kernels and our FA4 kernels (sm90 runs on an "
-          "H200; sm100 reports missing hardware)", ("attention",), workers=8),
-    Stage("benchmark", 90, "attention throughput, bf16, S = 4096, D = 128, causal and not, "
-          "forward and backward", bench=True),
-    Stage("isolation", 45, "device-side assertions and out-of-bounds indexing (crash-prone "
-          "cases in child processes)", ("device_assert", "indexing")),
-    Stage("graphs", 30, "CUDA graphs, graphed callables, reduce-overhead against eager",
-          ("graphs",)),
-    Stage("export", 45, "torch.export, .pt2, AOTInductor on cuda", ("export",), workers=2),
-    Stage("samplers", 30, "the in-place samplers' goodness of fit on cuda", ("samplers",)),
-    Stage("ops", 30, "TopK, GEMM, grid_sample, special.erfcx on cuda",
-          ("topk", "gemm", "grid_sample", "special")),
-)
-NOT_IN_CAMPAIGN = {
-    "collectives": "nccl needs one GPU per rank; a lent machine has one GPU (gloo on the "
-                   "CPU runs in every CPU qualification)",
-}
-BENCH_IMPLS = ("sdpa.flash", "flex.compiled", "flex.flash", "fa4.flash_attn_func", "triton_fa",
-               "fa4.sm90", "fa4.sm100")
+PROBE = """
+import importlib, platform
+print('python', platform.python_version())
+import torch
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'hip', torch.version.hip,
+      'available', torch.cuda.is_available())
+for m in ('triton', 'numpy', 'cutlass.cute', 'flash_attn.cute'):
+    try:
+        mod = importlib.import_module(m)
+        where = getattr(mod, '__file__', None)
+        print(m, getattr(mod, '__version__', 'present') if where else 'absent: empty namespace',
+              where or '')
+    except Exception as e:
+        print(m, 'absent:', type(e).__name__, str(e).splitlines()[0][:160] if str(e) else '')
+"""
 
 
-@dataclass
-class StageResult:
-    name: str
-    budget_s: int
-    purpose: str
-    status: str = "not run"  # ok, tests failed, killed at budget, error, not run
-    wall_s: float = 0.0
-    returncode: int | None = None
-    command: list[str] = field(default_factory=list)
-    report: str | None = None
-    counts: dict[str, int] = field(default_factory=dict)
-    skipped_for_time: int = 0
-    log_tail: str = ""
-
-
-def pytest_command(stage: Stage, report: Path, dry_run: bool) -> list[str]:
-    soft = 3 if dry_run else max(5, stage.budget_s - START_MARGIN_S)
-    cmd = [sys.executable, "-m", "pytest", *(str(SUITE / p) for p in stage.paths),
-           "-p", "no:cacheprovider", "-q", f"--device={'cpu' if dry_run else 'cuda'}",
-           f"--report={report}", f"--time-budget={soft}"]
-    if stage.select:
-        cmd += ["-k", stage.select]
-    if dry_run:  # on the CPU a GPU stage may by design test nothing (e.g. graphs)
-        cmd.append("--allow-empty")
-    workers = 0 if dry_run else stage.workers
-    return cmd + (["-n", str(workers)] if workers else ["-p", "no:xdist"])
-
-
-def bench_command(out: Path, budget_s: int, dry_run: bool) -> list[str]:
-    script = str(ROOT / "benchmarks" / "attention_gpu.py")
-    if dry_run:  # the harness at a tiny size on the CPU
-        return [sys.executable, script, "--device", "cpu", "--seqlens", "128", "--head-dims",
-                "64", "--impls", "flex.eager,sdpa.math", "--no-backward", "--iters", "10",
-                "--time-budget", "20", "--out", str(out)]
-    return [sys.executable, script, "--impls", ",".join(BENCH_IMPLS), "--seqlens", "4096",
-            "--head-dims", "128", "--dtype", "bfloat16", "--causal", "both",
-            "--time-budget", str(max(10, budget_s - 15)), "--out", str(out)]
-
-
-def run_process(cmd: list[str], budget_s: float, log: Path) -> tuple[int | None, float]:
-    """Run cmd in its own process group; kill the group at the budget. (returncode or None
-    when killed, wall seconds)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    start = time.monotonic()
-    with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-        try:
-            rc: int | None = proc.wait(timeout=budget_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = None
-    return rc, time.monotonic() - start
-
-
-def run_stage(stage: Stage, work: Path, dry_run: bool) -> StageResult:
-    res = StageResult(stage.name, stage.budget_s, stage.purpose)
-    log = work / f"{stage.name}.log"
-    budget = 60 if dry_run else stage.budget_s
-    if stage.bench:
-        out = work / "benchmark.json"
-        res.command = bench_command(out, stage.budget_s, dry_run)
-        res.report = str(out)
-    else:
-        report = work / stage.name
-        res.command = pytest_command(stage, report, dry_run)
-        res.report = str(report)
-    rc, res.wall_s = run_process(res.command, budget, log)
-    res.returncode = rc
-    res.log_tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-    if rc is None:
-        res.status = "killed at budget"
-    elif stage.bench:
-        res.status = "ok" if rc == 0 and Path(res.report).is_file() else "error"
-    else:
-        res.counts, res.skipped_for_time = _counts(Path(res.report))
-        res.status = {0: "ok", 1: "tests failed", 2: "incomplete (not every test ran)"}.get(
-            rc, "error") if res.counts else "error"
-    return res
-
-
-def _counts(report_dir: Path) -> tuple[dict[str, int], int]:
-    path = report_dir / "report.json"
-    if not path.is_file():
-        return {}, 0
-    data = json.loads(path.read_text())
-    timed_out = sum(1 for r in data["results"] if r["outcome"] == "not-run"
-                    and "time budget spent" in (r.get("reason") or ""))
-    return dict(data["summary"]), timed_out
-
-
-def environment(dry_run: bool) -> str:
+def environment(dry_run: bool) -> tuple[str, str | None]:
+    """(environment.txt, None when cutlass.cute imports, else why not)."""
     lines = [f"campaign: {'dry run on the CPU' if dry_run else 'GPU'}",
              f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"]
     if shutil.which("nvidia-smi"):
         q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,"
                             "memory.total", "--format=csv"], capture_output=True, text=True,
-                           check=False)
+                           check=False, timeout=30)
         lines.append(q.stdout.strip() or q.stderr.strip())
-    probe = ("import torch, platform; print('python', platform.python_version()); "
-             "print('torch', torch.__version__, 'cuda', torch.version.cuda, 'hip', "
-             "torch.version.hip, 'available', torch.cuda.is_available())\n"
-             "for m in ('triton', 'cutlass', 'flash_attn.cute', 'numpy'):\n"
-             "    try:\n"
-             "        mod = __import__(m, fromlist=['x']); print(m, getattr(mod, '__version__', "
-             "'present'))\n"
-             "    except Exception as e: print(m, 'absent:', type(e).__name__)")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=False, cwd=ROOT)
-    return "\n".join([*lines, out.stdout.strip(), out.stderr.strip()[-500:]]).strip() + "\n"
-
-
-def merge(results: list[StageResult], out: Path) -> list[str]:
-    """Merge the stage reports into OUT (report.json, summary.md, report.html, junit.xml)."""
-    from conformance.report.merge import MergeError, merge_dirs
-
-    dirs = [Path(r.report) for r in results
-            if r.report and not r.report.endswith(".json") and
-            (Path(r.report) / "report.json").is_file()]
-    if not dirs:
-        return ["no stage wrote a report: nothing merged"]
-    merged = out / ".merged"
     try:
-        merge_dirs(dirs, merged)
-    except MergeError as exc:
-        return [f"merge refused: {exc}"]
-    for name in ("report.json", "summary.md", "report.html", "junit.xml"):
-        if (merged / name).is_file():
-            shutil.move(str(merged / name), out / name)
-    shutil.rmtree(merged, ignore_errors=True)
-    return []
+        out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                             check=False, cwd=ROOT, timeout=120)
+        text, err = out.stdout.strip(), out.stderr.strip()[-500:]
+    except subprocess.TimeoutExpired:
+        text, err = "", "the environment probe took over 120 s"
+    cute = next((line for line in text.splitlines() if line.startswith("cutlass.cute ")), "")
+    why = None if cute and "absent" not in cute else (cute.partition(" ")[2] or err
+                                                      or "cutlass.cute: not probed")
+    given = os.environ.get(CUTE_ENV)  # the suite's own answer, handed down (or a test's)
+    if given is not None and given != "ok":
+        why = f"{CUTE_ENV}={given}"
+    return "\n".join([*lines, text, err]).strip() + "\n", why
 
 
-def run(out: Path, dry_run: bool, only: list[str] | None = None,
-        work: Path | None = None) -> list[StageResult]:
-    out.mkdir(parents=True, exist_ok=True)
-    work = work or out / ".work"
-    work.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    (out / "environment.txt").write_text(environment(dry_run))
-    results = []
-    for stage in STAGES:
-        if only and stage.name not in only:
-            continue
-        res = run_stage(stage, work, dry_run)
-        results.append(res)
-        print(f"[{time.monotonic() - started:6.1f} s] {stage.name}: {res.status} "
-              f"({res.wall_s:.1f} s of {stage.budget_s} s)", flush=True)
-        (work / "stages.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
-    problems = merge(results, out)
-    bench = work / "benchmark.json"
-    if bench.is_file():
-        shutil.copy(bench, out / "benchmark.json")
-    with tarfile.open(out / "stages.tar.gz", "w:gz") as tar:
-        tar.add(work, arcname="stages")
-    (out / "README.md").write_text(campaign_summary.render(
-        results, out, dry_run, time.monotonic() - started, problems, NOT_IN_CAMPAIGN))
-    if work == out / ".work":
-        shutil.rmtree(work, ignore_errors=True)
-    return results
+class Campaign:
+    def __init__(self, out: Path, work: Path, dry_run: bool, deadline_s: float,
+                 only: list[str] | None = None, dry_window_s: float = DRY_WINDOW_S) -> None:
+        self.out, self.work, self.dry_run, self.only = out, work, dry_run, only
+        self.dry_window_s = dry_window_s
+        self.started = time.monotonic()
+        # the clock starts where ci/gpu-campaign.sh started (its unpacking counts)
+        t0 = float(os.environ.get(T0_ENV) or time.time())
+        self.started -= max(0.0, time.time() - t0)
+        self.deadline = self.started + deadline_s
+        self.deadline_s = deadline_s
+        self.checkout = checkout_id()
+        self.call, self.results = campaign_run.load_state(work, self.checkout)
+        self.cute_why: str | None = None
+        self.running: str | None = None
+        self.ended: str | None = None  # None while running; how it ended
+
+    # -- the stages ---------------------------------------------------------------------
+    def stages(self) -> list[Stage]:
+        return [s for s in STAGES if not self.only or s.name in self.only]
+
+    def pending(self, stage: Stage) -> bool:
+        done = self.results.get(stage.name)
+        return done is None or done.status not in FINAL
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic() - FINISH_MARGIN_S
+
+    def run(self, runner: Runner) -> None:
+        env, self.cute_why = environment(self.dry_run)
+        (self.out / "environment.txt").write_text(env)
+        self.publish()
+        for stage in self.stages():
+            if not self.pending(stage):
+                continue
+            res = StageResult(stage.name, 0, stage.purpose, call=self.call)
+            minimum = DRY_WINDOW_S if self.dry_run else MIN_WINDOW_S
+            window = self.dry_window_s if self.dry_run else stage.window_s
+            window = min(window, self.left() - stage.startup_s)
+            if stage.needs_cute and self.cute_why is not None:
+                res.status = "waiting for the CuTe DSL"
+                res.why = f"cutlass.cute does not import in this call: {self.cute_why}"
+            elif window < minimum:
+                res.status = "not run"
+                res.why = (f"{max(0.0, self.left()):.0f} s left before the deadline: under "
+                           f"{stage.startup_s} s of start-up + {minimum} s of tests")
+            else:
+                self.running = stage.name
+                self.publish()
+                cap = min(self.left(), stage.wall_cap(window))
+                try:
+                    res = campaign_run.run_stage(runner, stage, self.work, window, cap,
+                                                 self.dry_run, self.call)
+                except Interrupted:
+                    self.results[stage.name] = campaign_run.interrupted(
+                        stage, self.work, window, self.call)
+                    raise
+                if res.status == "killed at its cap" and cap < stage.wall_cap(window):
+                    res.status = "cut at the deadline"  # not final: a later call reruns it
+                self.running = None
+            self.results[stage.name] = res
+            campaign_run.save_state(self.work, self.checkout, self.call, self.results)
+            print(f"[{time.monotonic() - self.started:6.1f} s] {stage.name}: {res.status} "
+                  f"({res.wall_s:.1f} s; window {res.window_s:.0f} s) {res.why}", flush=True)
+            self.publish()
+
+    # -- OUT --------------------------------------------------------------------------------
+    def publish(self) -> None:
+        """Rewrite OUT from what the work folder holds now (cheap: called after every
+        stage)."""
+        problems = self.merge()
+        self.benchmark()
+        self.tarball(problems)
+        readme = campaign_summary.render(self.summary_state(), self.out, problems)
+        (self.out / "README.md").write_text(readme)
+        self.manifest()
+
+    def summary_state(self) -> campaign_summary.State:
+        ordered = [self.results[s.name] for s in self.stages() if s.name in self.results]
+        return campaign_summary.State(
+            dry_run=self.dry_run, call=self.call, results=ordered,
+            planned=[s.name for s in self.stages() if s.name not in self.results],
+            running=self.running, ended=self.ended, deadline_s=self.deadline_s,
+            wall_s=time.monotonic() - self.started, cute_why=self.cute_why,
+            work=str(self.work), not_in_campaign=NOT_IN_CAMPAIGN)
+
+    def merge(self) -> list[str]:
+        from conformance.report.merge import MergeError, merge_dirs
+
+        dirs = [Path(r.report) for r in self.results.values()
+                if r.report and not r.report.endswith(".json")
+                and (Path(r.report) / "report.json").is_file()]
+        if not dirs:
+            return []
+        merged = self.work / ".merged"
+        shutil.rmtree(merged, ignore_errors=True)
+        try:
+            merge_dirs(dirs, merged, allow_partial=True)
+        except MergeError as exc:
+            return [f"merge refused: {exc}"]
+        problems = []
+        for name in ("report.json", "summary.md", "report.html"):
+            src = merged / name
+            if src.is_file() and src.stat().st_size > FILE_LIMIT:
+                problems.append(f"{name} is {src.stat().st_size / 2**20:.1f} MiB, over the "
+                                "device tool's 16 MiB: it is in stages.tar.gz only")
+                (self.out / name).unlink(missing_ok=True)
+            elif src.is_file():
+                shutil.copy(src, self.out / name)
+        return problems
+
+    def benchmark(self) -> None:
+        runs = {}
+        for r in self.results.values():
+            if r.report and r.report.endswith(".json") and Path(r.report).is_file():
+                try:
+                    runs[r.name] = json.loads(Path(r.report).read_text())
+                except ValueError:  # cut mid-write: the next refresh has it whole
+                    continue
+        if runs:
+            rows = [{**row, "stage": name} for name, run in runs.items()
+                    for row in run.get("results") or []]
+            payload = {"stages": runs, "results": rows}
+            (self.out / "benchmark.json").write_text(json.dumps(payload, indent=1) + "\n")
+
+    def tarball(self, problems: list[str]) -> None:
+        """Every stage's folder and log; junit.xml files left out if that is over 15 MiB."""
+        path = self.out / "stages.tar.gz"
+
+        def no_junit(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+            return None if info.name.endswith("junit.xml") else info
+
+        for skip_junit in (False, True):
+            with tarfile.open(path, "w:gz") as tar:
+                for item in sorted(self.work.iterdir()):
+                    if not item.name.startswith("."):
+                        tar.add(item, arcname=f"stages/{item.name}",
+                                filter=no_junit if skip_junit else None)
+            if path.stat().st_size <= FILE_LIMIT:
+                if skip_junit:
+                    problems.append("stages.tar.gz leaves out the stages' junit.xml (over "
+                                    "15 MiB with them)")
+                return
+
+    def manifest(self) -> None:
+        from conformance.report.manifest import write_manifest
+
+        write_manifest(self.out)  # SHA256SUMS of the other seven
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m conformance.cli.campaign",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=Path, help="results directory (at most eight files)")
+    ap.add_argument("out", type=Path, help="results folder (at most eight files)")
     ap.add_argument("--dry-run", action="store_true", help="rehearse on the CPU")
+    ap.add_argument("--deadline", type=float, default=None, metavar="S",
+                    help="seconds from the start by which everything, the README included, "
+                         "is written (default 520; dry run 240)")
+    ap.add_argument("--work", type=Path, default=None,
+                    help=f"work folder, kept across calls (default {DEFAULT_WORK})")
+    ap.add_argument("--fresh", action="store_true", help="forget earlier calls' results")
+    ap.add_argument("--dry-window", type=float, default=DRY_WINDOW_S, metavar="S",
+                    help=f"the dry run's test window per stage (default {DRY_WINDOW_S} s)")
     ap.add_argument("--only", default=None, help="comma list of stages: " +
                     ", ".join(s.name for s in STAGES))
     args = ap.parse_args(argv)
     only = args.only.split(",") if args.only else None
     unknown = set(only or ()) - {s.name for s in STAGES}
+    deadline = args.deadline if args.deadline is not None else 240 if args.dry_run else 520
     if unknown:
         print(f"error: unknown stage(s) {', '.join(sorted(unknown))}", file=sys.stderr)
         return 4
-    results = run(args.out, args.dry_run, only)
-    bad = [r for r in results if r.status in ("error", "killed at budget")
+    if not deadline > FINISH_MARGIN_S:
+        print(f"error: --deadline must be over {FINISH_MARGIN_S} s", file=sys.stderr)
+        return 4
+    work = (args.work or DEFAULT_WORK).resolve()
+    out = args.out.resolve()
+    if work == out or out in work.parents:
+        print("error: --work must be outside OUT (OUT comes back as at most eight files)",
+              file=sys.stderr)
+        return 4
+    if args.fresh:
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    campaign = Campaign(out, work, args.dry_run, deadline, only, args.dry_window)
+    runner = Runner()
+    try:
+        campaign.run(runner)
+        campaign.ended = "finished"
+    except Interrupted as exc:
+        campaign.ended = f"interrupted by {exc}"
+    finally:
+        campaign.running = None
+        campaign.ended = campaign.ended or "stopped by an error in the campaign itself"
+        campaign_run.save_state(work, campaign.checkout, campaign.call, campaign.results)
+        campaign.publish()
+    results = list(campaign.results.values())
+    bad = [r for r in results if r.status in ("error", "killed at its cap")
            or (r.status == "tests failed" and args.dry_run)]
-    print(f"campaign results in {args.out} ({len(results)} stages, {len(bad)} not clean)")
-    return 1 if bad else 0
+    print(f"campaign results in {out} ({len(results)} stages, {len(bad)} not clean; "
+          f"{campaign.ended})")
+    return 1 if bad or campaign.ended != "finished" else 0
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ INCOMPLETE (and none FAIL), 4 a usage error. ``--fake-devices N`` (hidden) runs 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import html
 import json
 import os
@@ -28,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance.harness.lifetime import die_with_parent
 from conformance.harness.outcomes import OUTCOMES
 
 EXIT_OF = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 2}  # as a run's (conformance/run/accounting.py)
@@ -106,8 +106,7 @@ def members(opts: Any) -> list[Member]:
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec
     """Linux: the child gets SIGKILL if the fleet process dies (no orphans)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    die_with_parent(exit_if_orphaned=False)
 
 
 def _env(total_workers: int) -> dict[str, str]:

@@ -11,26 +11,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import faulthandler
 import os
-import signal
 import sys
 from multiprocessing.connection import Connection
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(1)
+from conformance.harness.lifetime import die_with_parent
 
 
 def _flush() -> None:
@@ -48,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="BACKEND,RANK,WORLD,STORE_FILE,TIMEOUT_S: join a process group "
                              "(a rank of conformance.processes.ranks) before serving cases")
     opts = parser.parse_args(argv)
-    _die_with_parent()
+    die_with_parent()
     rfd, wfd = (int(x) for x in opts.fds.split(","))
     for fd in (rfd, wfd):
         os.set_inheritable(fd, False)  # grandchildren must not hold the pipes open

@@ -6,10 +6,13 @@
 #   .whl/*.whl                      jsonschema and its dependencies for CPython 3.12
 #   usage: ci/gpu-carry.sh            prepare .gpu/ and .whl/ (both git-ignored) here
 #          ci/gpu-carry.sh --check D  rehearse into D: pack, check the sizes against the
-#                                     limits, unpack the parts as the campaign does
-# Carrying (see docs/guides/gpu-campaign.md): call 1 carries .gpu/cute.tar.xz.part-00 and
-# copies it to /tmp; call 2, within 30 s while the machine is warm, carries
-# .gpu/cute.tar.xz.part-01 and .whl and runs ci/gpu-campaign.sh.
+#                                     limits, unpack the parts as the campaign does, and
+#                                     prove cutlass.cute and flash_attn.cute import
+#                                     (ci/carry_import_check.py)
+# The plan of calls (docs/guides/gpu-campaign.md): call 1 carries .gpu/cute.tar.xz.part-00
+# and .whl, copies the part to /tmp and runs the stages that need no CuTe DSL; call 2,
+# within 30 s while the machine is warm, carries .gpu/cute.tar.xz.part-01 and .whl and runs
+# the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pack=../shared/gpu/pack-cute.sh
@@ -45,8 +48,10 @@ tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
 mapfile -t parts < <(ls "$gpu"/cute.tar.xz.part-* | sort)
 [ "${#parts[@]}" -eq 2 ] || { echo "error: expected 2 parts, got ${#parts[@]}" >&2; exit 1; }
 one=$(( tree + $(stat -c %s "${parts[0]}") ))
-two=$(( tree + $(stat -c %s "${parts[1]}") + $(du -cb "$whl"/*.whl | tail -1 | cut -f1) ))
-echo "call 1: tree $tree B + ${parts[0]##*/}: $one B of $limit"
+wheels=$(du -cb "$whl"/*.whl | tail -1 | cut -f1)
+one=$(( one + wheels ))
+two=$(( tree + $(stat -c %s "${parts[1]}") + wheels ))
+echo "call 1: tree $tree B + ${parts[0]##*/} + wheels: $one B of $limit"
 echo "call 2: tree + ${parts[1]##*/} + wheels: $two B of $limit"
 [ "$one" -le "$limit" ] && [ "$two" -le "$limit" ] || { echo "error: over 64 MiB" >&2; exit 1; }
 if [ -n "$check" ]; then  # unpack as the campaign does; prove the import (ci/carry_import_check.py)

@@ -185,3 +185,15 @@ def test_the_guide_states_the_targets_the_code_checks():
     guide = (ROOT / "docs" / "guides" / "gpu-campaign.md").read_text()
     for name, _num, _den, _side, low in campaign_summary.TARGETS:
         assert f"| {name} | {'-' if low is None else f'>= {low}'} |" in guide, name
+
+
+def test_the_guide_lists_the_stages_as_the_code_runs_them():
+    from conformance.cli.campaign_stages import STAGES
+
+    guide = (ROOT / "docs" / "guides" / "gpu-campaign.md").read_text()
+    rows = [line.split("|")[1:4] for line in guide.splitlines()
+            if line.startswith("| ") and line.count("|") == 5]
+    listed = [(a.strip(), b.strip(), c.strip()) for a, b, c in rows
+              if a.strip() in {s.name for s in STAGES}]
+    assert listed == [(s.name, str(s.window_s), "yes" if s.needs_cute else "no")
+                      for s in STAGES]

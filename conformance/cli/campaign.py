@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -265,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds from the start by which everything, the README included, "
                          "is written (default 520; dry run 240)")
     ap.add_argument("--work", type=Path, default=None,
-                    help=f"work folder, kept across calls (default {DEFAULT_WORK})")
+                    help=f"work folder, kept across calls (default {DEFAULT_WORK}; for "
+                         "--dry-run a fresh one, removed at the end)")
     ap.add_argument("--fresh", action="store_true", help="forget earlier calls' results")
     ap.add_argument("--dry-window", type=float, default=DRY_WINDOW_S, metavar="S",
                     help=f"the dry run's test window per stage (default {DRY_WINDOW_S} s)")
@@ -281,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     if not deadline > FINISH_MARGIN_S:
         print(f"error: --deadline must be over {FINISH_MARGIN_S} s", file=sys.stderr)
         return 4
-    work = (args.work or DEFAULT_WORK).resolve()
+    scratch = args.work is None and args.dry_run  # a rehearsal starts afresh, leaves nothing
+    work = (Path(tempfile.mkdtemp(prefix="campaign-dry-")) if scratch
+            else args.work or DEFAULT_WORK).resolve()
     out = args.out.resolve()
     if work == out or out in work.parents:
         print("error: --work must be outside OUT (OUT comes back as at most eight files)",
@@ -303,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         campaign.ended = campaign.ended or "stopped by an error in the campaign itself"
         campaign_run.save_state(work, campaign.checkout, campaign.call, campaign.results)
         campaign.publish()
+    if scratch:
+        shutil.rmtree(work, ignore_errors=True)
     results = list(campaign.results.values())
     bad = [r for r in results if r.status in ("error", "killed at its cap")
            or (r.status == "tests failed" and args.dry_run)]

@@ -163,3 +163,60 @@ def test_new_shape_compiles_with_recorded_resources(name, kernel):
     wgmma_n = set(map(int, re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16",
                                       str(r["ptx"]))))
     assert wgmma_n == ({128, dv} if kernel == "fwd" else {64, d, dv}), wgmma_n
+
+
+def _adapter_inputs(d: int, dv: int, dtype):
+    """A call as fa4_sm90 sees it: GQA 4:2, Sq != Sk, document mask with ALiBi."""
+    import numpy as np
+    import torch
+
+    from conformance.areas.attention.catalogue import MASKS, SCORE_MODS, Geometry
+    from impls.attention.fa4.sm90 import api
+
+    geo = Geometry(batch=2, heads=4, sq=130, sk=70)
+    rng = np.random.default_rng(1)
+
+    class BlockMask:
+        def __init__(self, fn):
+            self.mask_mod = fn
+
+    def make(entry):
+        return entry.make(entry.draw(rng, geo), geo, "cpu")
+
+    q = torch.zeros(2, 4, 130, d, dtype=dtype)
+    k = torch.zeros(2, 2, 70, d, dtype=dtype)
+    v = torch.zeros(2, 2, 70, dv, dtype=dtype)
+    mask, mod, params = api._recognise(q, k, make(SCORE_MODS["alibi"]),
+                                       BlockMask(make(MASKS["document"])))
+    return q, k, v, api._variant(q, v, mask, mod), params
+
+
+@pytest.mark.kernel_compile
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+def test_adapter_arguments_compile(tmp_path, kernel):
+    """What fa4_sm90 hands to cute.compile at a call (from_dlpack views with dynamic layouts
+    of CPU tensors here, CUDA ones on a GPU; the scalars; the ALiBi slopes and document ids;
+    a CUstream: the null stream here, the current stream on a GPU) compiles for sm_90a: the
+    adapter's argument plumbing matches the kernels' signatures."""
+    import cuda.bindings.driver as cuda
+    import cutlass.cute as cute
+    import torch
+
+    from impls.attention.fa4.sm90 import api
+    from impls.attention.fa4.sm90.variants import make_kernel
+
+    q, k, v, variant, params = _adapter_inputs(128, 128, torch.float16)
+    assert variant.name == "float16-d128-document-alibi"
+    null = cuda.CUstream(0)
+    if kernel == "fwd":
+        o, lse = torch.empty(2, 4, 130, 128, dtype=q.dtype), torch.empty(2, 4, 130)
+        args = api.fwd_launch_args(q, k, v, o, lse, variant, 0.125, params, stream=null)
+    else:
+        f32 = {"dtype": torch.float32}
+        args = api.bwd_launch_args(
+            q, k, v, torch.zeros_like(q), torch.zeros(2, 4, 130), torch.zeros(2, 4, 130),
+            torch.zeros(2, 4, 130, 128, **f32), torch.zeros(2, 4, 70, 128, **f32),
+            torch.zeros(2, 4, 70, 128, **f32), variant, 0.125, params, stream=null)
+    compiled = cute.compile(make_kernel(variant, kernel), *args,
+                            options=f"--gpu-arch sm_90a --keep-cubin --dump-dir {tmp_path}")
+    assert len(compiled.__cubin__) > 10_000

@@ -72,6 +72,26 @@ def _stream() -> Any:
     return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
 
 
+def fwd_launch_args(q, k, v, o, lse, variant: Variant, scale: float, params: dict[str, Any],
+                    stream: Any = None) -> tuple[Any, ...]:
+    """What the forward kernel is compiled for and launched with: from_dlpack views with
+    dynamic layouts, the scalars, the auxiliary tensors and the stream (the current CUDA
+    stream by default; tests/test_fa4_sm90_compile.py compiles these for sm_90a from CPU
+    tensors and the null stream)."""
+    return (_cute(q), _cute(k), _cute(v), _cute(o), _cute(lse, 4),
+            *_scalars(scale, variant, params), *_aux(params),
+            _stream() if stream is None else stream)
+
+
+def bwd_launch_args(q, k, v, d_out, l2, delta, dq, dk, dv, variant: Variant, scale: float,
+                    params: dict[str, Any], stream: Any = None) -> tuple[Any, ...]:
+    """As fwd_launch_args, for the backward kernel (l2: lse in log2, +inf where a row is
+    fully masked; delta: rowsum(dO * O); dq, dk, dv: float32, per query head)."""
+    return (_cute(q), _cute(k), _cute(v), _cute(d_out), _cute(l2, 4), _cute(delta, 4),
+            _cute(dq, 4), _cute(dk, 4), _cute(dv, 4), *_scalars(scale, variant, params),
+            *_aux(params), _stream() if stream is None else stream)
+
+
 def _run(kernel: str, variant: Variant, args: tuple[Any, ...]) -> None:
     """Compile on first use (per variant and kernel), then launch."""
     key = (kernel, variant.name)
@@ -115,8 +135,7 @@ def _variant(q: torch.Tensor, v: torch.Tensor, mask: str, mod: str) -> Variant:
 def _forward(q, k, v, variant, scale, params):
     o = q.new_empty((*q.shape[:3], v.shape[-1]))
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-    _run("fwd", variant, (_cute(q), _cute(k), _cute(v), _cute(o), _cute(lse, 4),
-                          *_scalars(scale, variant, params), *_aux(params), _stream()))
+    _run("fwd", variant, fwd_launch_args(q, k, v, o, lse, variant, scale, params))
     return o, lse
 
 
@@ -151,9 +170,8 @@ def _backward(q, k, v, o, lse, d_out, variant, scale, params):
     dq = torch.empty((b, hq, sq, d), dtype=torch.float32, device=q.device)
     dk = torch.empty((b, hq, sk, d), dtype=torch.float32, device=q.device)
     dv = torch.empty((b, hq, sk, d_v), dtype=torch.float32, device=q.device)
-    _run("bwd", variant, (_cute(q), _cute(k), _cute(v), _cute(d_out), _cute(l2.contiguous(), 4),
-                          _cute(delta.contiguous(), 4), _cute(dq, 4), _cute(dk, 4), _cute(dv, 4),
-                          *_scalars(scale, variant, params), *_aux(params), _stream()))
+    _run("bwd", variant, bwd_launch_args(q, k, v, d_out, l2.contiguous(), delta.contiguous(),
+                                         dq, dk, dv, variant, scale, params))
     g = hq // hkv  # dK/dV are per query head: sum each GQA group, then round once
     dk = dk.view(b, hkv, g, sk, d).sum(2)
     dv = dv.view(b, hkv, g, sk, d_v).sum(2)

@@ -21,9 +21,11 @@ term taken in magnitude (as |A||B| in a GEMM bound):
     dQ = scale dS K;  dK = scale dS^T Q
 
 with |dP_ij| <= P_ij (delta_ij + M_i) (which also covers a backward pass that recomputes
-P from a stored lse: its own score error and the forward's lse error), and the change of
-f'(s) itself through f''(s). The results are the maximum bound per tensor, in the units of
-that tensor, for an absolute tolerance.
+P from a stored lse: its own score error and the forward's lse error), the change of
+f'(s) itself through f''(s), and (``deriv_error``) an error in f'(s) as a kernel evaluates
+it. delta may also hold the score modification's own evaluation error (softcap's tanh:
+conformance/areas/attention/reference.py). The results are the maximum bound per tensor,
+in the units of that tensor, for an absolute tolerance.
 """
 
 from __future__ import annotations
@@ -68,10 +70,12 @@ def backward_bounds(probs: np.ndarray, out: np.ndarray, q: np.ndarray, k: np.nda
                     v: np.ndarray, d_out: np.ndarray, delta: np.ndarray, *,
                     scale: float | None, deriv: np.ndarray | None = None,
                     deriv2: np.ndarray | None = None,
-                    raw_delta: np.ndarray | None = None) -> dict[str, float]:
+                    raw_delta: np.ndarray | None = None,
+                    deriv_error: np.ndarray | None = None) -> dict[str, float]:
     """Bounds on |d dQ|, |d dK|, |d dV| for modified-score errors |ds'| <= ``delta``;
     ``deriv``/``deriv2`` are f'(s) and f''(s) of the score modification, ``raw_delta``
-    the raw-score bound (for the change of f'(s))."""
+    the raw-score bound (for the change of f'(s)), ``deriv_error`` a bound on the error of
+    f'(s) as evaluated (a kernel computing it from an inexact f(s))."""
     group = probs.shape[1] // v.shape[1]
     ke, ve = expand_kv(k, group), expand_kv(v, group)
     mag = 1 / np.sqrt(q.shape[-1]) if scale is None else abs(scale)
@@ -88,6 +92,8 @@ def backward_bounds(probs: np.ndarray, out: np.ndarray, q: np.ndarray, k: np.nda
         e_ds *= np.abs(deriv)
         if deriv2 is not None and raw_delta is not None:
             e_ds += np.abs(probs * dp_minus) * np.abs(deriv2) * raw_delta
+        if deriv_error is not None:
+            e_ds += np.abs(probs * dp_minus) * deriv_error
     e_dq = mag * np.matmul(e_ds, np.abs(ke))
     e_dk = reduce_kv(mag * np.matmul(np.swapaxes(e_ds, -1, -2), np.abs(q)), group)
     return {"dq": _max(e_dq), "dk": _max(e_dk), "dv": _max(e_dv)}

@@ -12,6 +12,14 @@ modelled and how:
   tie, which this model accepts).
 - Hardware ex2.approx.ftz: fp32 exp2 (its 2**-22 relative error is below what the checks
   resolve), with results below 2**-126 flushed to zero.
+- Known differences from the sm90 kernels (impls/attention/fa4/sm90/README.md), each a
+  knob of ``Fa4Config`` that is off by default and that tests/test_fa4_kernel_gaps.py
+  turns on to show the checks' bounds hold a correct kernel with them: the kernels' row
+  sum of P is kept per lane (each of the 4 lanes of a row sums its 32 of the tile's 128
+  columns in order; the partials are added at the end as (l0 + l2) + (l1 + l3)), the model
+  sums a tile's row at once (``row_sum="lanes"``); sm90's ``ex2.approx.f32`` keeps
+  subnormal results (``exp2_ftz=False``); sm90's softcap uses ``tanh.approx.f32``,
+  relative error up to about 2**-11, the model fp32 tanh (``tanh_rel_error``).
 - Software exp2: exactly the spec's clamp, floor, Horner polynomial and exponent-bit add.
 - Backward: the kernel's tiles and accumulation orders (spec.BWD): dK/dV over a kv tile's q
   tiles in increasing order, dQ over its kv tiles in increasing order (the dQ kernels own
@@ -55,6 +63,11 @@ class Fa4Config:
     dq_scale: bool = True  # False: dQ misses the softmax scale
     gqa_reduce: str = "sum"  # "first": dK/dV of a GQA group taken from its first head only
     softcap_grad_sign: float = 1.0  # -1.0: the softcap derivative with the wrong sign
+    # the sm90 kernels' known differences from the model (the module docstring)
+    row_sum: str = "tile"  # "lanes": per-lane partial sums of P, added at the end
+    exp2_ftz: bool = True  # False: subnormal exp2 results kept (sm90's ex2.approx.f32)
+    tanh_rel_error: float = 0.0  # softcap's tanh off by this relative error (signed)
+    tanh_error_signs: str = "alternating"  # by element; "constant": the same everywhere
 
 
 @dataclass
@@ -74,10 +87,32 @@ def fma32(a: torch.Tensor, b: torch.Tensor | float, c: torch.Tensor | float) -> 
     return (a.to(F64) * b64 + c64).to(F32)
 
 
-def hardware_exp2(y: torch.Tensor) -> torch.Tensor:
-    """ex2.approx.ftz.f32: fp32 exp2 with subnormal results flushed to zero."""
+def hardware_exp2(y: torch.Tensor, ftz: bool = True) -> torch.Tensor:
+    """ex2.approx.ftz.f32: fp32 exp2 with subnormal results flushed to zero (``ftz=False``:
+    ex2.approx.f32, subnormals kept)."""
     r = torch.exp2(y.to(F32))
-    return torch.where(r < 2.0**-126, torch.zeros_like(r), r)
+    return torch.where(r < 2.0**-126, torch.zeros_like(r), r) if ftz else r
+
+
+LANES, LANE_COLS = 4, 2  # a row's 4 lanes; each holds pairs of adjacent columns in turn
+
+
+def lane_of(cols: torch.Tensor) -> torch.Tensor:
+    """Which of a row's 4 lanes holds each accumulator column (wgmma's fragment: lane t
+    holds columns 8j + 2t and 8j + 2t + 1)."""
+    return (cols // LANE_COLS) % LANES
+
+
+def lane_sums(p: torch.Tensor, lo: int) -> torch.Tensor:
+    """(..., 4) per-lane fp32 sums of a tile's P, each lane's columns added in order."""
+    lanes = lane_of(torch.arange(lo, lo + p.shape[-1]) - lo)
+    out = []
+    for lane in range(LANES):
+        acc = torch.zeros(p.shape[:-1], dtype=F32)
+        for j in torch.nonzero(lanes == lane).flatten().tolist():
+            acc = (acc + p[..., j]).to(F32)
+        out.append(acc)
+    return torch.stack(out, dim=-1)
 
 
 def software_exp2(y: torch.Tensor, poly: tuple[float, ...] = spec.EXP2_POLY) -> torch.Tensor:
@@ -112,13 +147,22 @@ class _Mods:
     mask_mod: Any
     scale: float
 
-    def scores(self, s: torch.Tensor, idx: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor,
-                                                                              float]:
-        """Spec forward steps 2-3 on a tile of fp32 scores: (x, c)."""
+    def scores(self, s: torch.Tensor, idx: tuple[torch.Tensor, ...],
+               cfg: Fa4Config | None = None) -> tuple[torch.Tensor, float]:
+        """Spec forward steps 2-3 on a tile of fp32 scores: (x, c). With
+        ``cfg.tanh_rel_error``, softcap's cap * tanh(z / cap) is off by that relative error,
+        + and - alternating by element or the same everywhere (tanh.approx.f32 errs either
+        way)."""
+        err = cfg.tanh_rel_error if cfg is not None else 0.0
         if self.score_mod is None:
             x, c = s, _f32(self.scale * spec.LOG2E)  # c: fp64 product rounded once
         else:
             x = self.score_mod((s * _f32(self.scale)).to(F32), *idx).to(F32)
+            if err and getattr(self.score_mod, "conformance_kind", "") == "softcap":
+                b, h, qi, kv = idx
+                sign = (1.0 if cfg.tanh_error_signs == "constant"  # type: ignore[union-attr]
+                        else 1.0 - 2.0 * ((b * 7 + h * 5 + qi * 3 + kv) % 2).to(F32))
+                x = (x * (1.0 + err * sign)).to(F32)
             c = _f32(spec.LOG2E)
         if self.mask_mod is not None:
             live = torch.broadcast_to(self.mask_mod(*idx), x.shape)
@@ -138,7 +182,7 @@ def _tiles(sk: int, block_n: int) -> list[tuple[int, int]]:
 
 def _exp2(y: torch.Tensor, lo: int, cfg: Fa4Config) -> torch.Tensor:
     """Spec forward step 5: hardware exp2, the software one on columns j % 32 >= emu_from."""
-    p = hardware_exp2(y)
+    p = hardware_exp2(y, cfg.exp2_ftz)
     if cfg.emu_from is None:
         return p
     cols = (torch.arange(y.shape[-1]) + lo) % spec.BLOCK_N % 32 >= cfg.emu_from
@@ -151,14 +195,14 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: _Mods, cfg:
     b, h, sq, _ = q.shape
     sk, dv, dtype = k.shape[2], v.shape[3], q.dtype
     m = torch.full((b, h, sq, 1), -math.inf, dtype=F32)
-    l_sum = torch.zeros((b, h, sq, 1), dtype=F32)
+    l_sum = torch.zeros((b, h, sq, LANES if cfg.row_sum == "lanes" else 1), dtype=F32)
     o = torch.zeros((b, h, sq, dv), dtype=F32)
     max_p = torch.zeros_like(m)
     rescales = torch.zeros_like(m, dtype=torch.int64)
     mc = torch.zeros_like(m)
     for lo, hi in _tiles(sk, cfg.block_n):
         s = _mma(q, k[:, :, lo:hi].transpose(-1, -2))  # step 1
-        x, c = mods.scores(s, _tile_index(b, h, sq, lo, hi))  # steps 2-3
+        x, c = mods.scores(s, _tile_index(b, h, sq, lo, hi), cfg)  # steps 2-3
         t = x.amax(dim=-1, keepdim=True)  # step 4
         if trace is not None:
             trace.tile_max.append(t)
@@ -168,7 +212,8 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: _Mods, cfg:
             growth = growth * spec.LN2
         first = torch.isinf(m)
         take = first | (growth > cfg.threshold)
-        alpha = torch.where(first, torch.ones_like(m), hardware_exp2(((m - m_new) * c).to(F32)))
+        alpha = torch.where(first, torch.ones_like(m),
+                            hardware_exp2(((m - m_new) * c).to(F32), cfg.exp2_ftz))
         alpha = torch.where(take, alpha, torch.ones_like(m))
         o, l_sum = o * alpha, l_sum * alpha
         rescales += (take & ~first & torch.isfinite(m_new)).long()
@@ -176,11 +221,17 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: _Mods, cfg:
         mc = torch.where(torch.isinf(m), torch.zeros_like(m), (m * c).to(F32))  # step 5
         p = _exp2(fma32(x, c, -mc), lo, cfg)
         max_p = torch.maximum(max_p, p.amax(dim=-1, keepdim=True))
-        l_sum = l_sum + p.sum(dim=-1, keepdim=True, dtype=F32)  # step 6
+        if cfg.row_sum == "lanes":  # step 6, as the sm90 kernels keep it
+            l_sum = (l_sum + lane_sums(p, lo)).to(F32)
+        else:
+            l_sum = l_sum + p.sum(dim=-1, keepdim=True, dtype=F32)  # step 6
         pr = _round(p, dtype) if cfg.round_p else p
         o = o + _mma(pr, v[:, :, lo:hi])
     if trace is not None:
         trace.max_p, trace.rescales = max_p, rescales
+    if cfg.row_sum == "lanes":  # the lanes' butterfly: (l0 + l2) + (l1 + l3)
+        l_sum = ((l_sum[..., 0:1] + l_sum[..., 2:3]).to(F32)
+                 + (l_sum[..., 1:2] + l_sum[..., 3:4]).to(F32)).to(F32)
     dead = l_sum == 0  # step 7
     safe = torch.where(dead, torch.ones_like(l_sum), l_sum)
     out = torch.where(dead, torch.zeros_like(o), o * (1.0 / safe))
@@ -212,8 +263,8 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
             idx = _tile_index(b, h, sq, lo, hi)
             idx = (idx[0], idx[1], idx[2][:, :, qlo:qhi], idx[3])
             s = _mma(qt, k[:, :, lo:hi].transpose(-1, -2))
-            x, c = mods.scores(s, idx)  # step 2
-            p = hardware_exp2(fma32(x, c, -l2[:, :, qlo:qhi]))
+            x, c = mods.scores(s, idx, cfg)  # step 2
+            p = hardware_exp2(fma32(x, c, -l2[:, :, qlo:qhi]), cfg.exp2_ftz)
             pr = _round(p, dtype)
             dvv[:, :, lo:hi] += _mma(pr.transpose(-1, -2), dot)  # step 3
             dp = _mma(dot, v[:, :, lo:hi].transpose(-1, -2))  # step 4

@@ -136,3 +136,37 @@ def test_propagated_bound_covers_score_errors(masked, softcap):
             reached[name] = max(reached[name], change / bound)
     # not vacuous: some perturbation uses a fair share of every bound
     assert min(reached.values()) > 0.05, reached
+
+
+def test_softcap_evaluation_error_is_covered():
+    """A kernel's softcap value off by up to u |x| (tanh.approx), and its derivative
+    computed from that value, 1 - (x / cap)^2: the bound with delta = u |x| and
+    deriv_error = 2 u (x / cap)^2 (conformance/areas/attention/reference.py) covers the
+    change of every result, and some perturbation reaches a fair share of it."""
+    u = 2.0**-11
+    q, k, v, d_out, mask = _problem(5, True)
+    scale = 0.7
+    s = att.raw_scores(q, k, scale)
+    x = CAP * np.tanh(s / CAP)
+    df = 1 - (x / CAP) ** 2
+    fwd = att.forward(q, k, v, scale=scale, modified_scores=x, mask=mask)
+    limit = bounds.forward_bounds(fwd.probs, fwd.out, v, u * np.abs(x))
+    limit.update(bounds.backward_bounds(
+        fwd.probs, fwd.out, q, k, v, d_out, u * np.abs(x), scale=scale, deriv=df,
+        deriv_error=2 * u * (x / CAP) ** 2))
+    g = att.backward(q, k, v, d_out, fwd, scale=scale, score_derivative=df)
+    clean = {"out": fwd.out, "lse": fwd.lse, "dq": g.dq, "dk": g.dk, "dv": g.dv}
+    rng = np.random.default_rng(6)
+    reached = dict.fromkeys(limit, 0.0)
+    signs = [rng.choice([-1.0, 1.0], x.shape) for _ in range(20)] + [np.ones(x.shape),
+                                                                      -np.ones(x.shape)]
+    for e in signs:
+        xt = x * (1 + e * u)
+        f2 = att.forward(q, k, v, scale=scale, modified_scores=xt, mask=mask)
+        g2 = att.backward(q, k, v, d_out, f2, scale=scale, score_derivative=1 - (xt / CAP) ** 2)
+        moved = {"out": f2.out, "lse": f2.lse, "dq": g2.dq, "dk": g2.dk, "dv": g2.dv}
+        for name, bound in limit.items():
+            change = _change(moved[name], clean[name])
+            assert change <= bound * (1 + 1e-3), (name, change, bound)
+            reached[name] = max(reached[name], change / bound)
+    assert min(reached.values()) > 0.05, reached

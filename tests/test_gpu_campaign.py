@@ -197,3 +197,51 @@ def test_the_guide_lists_the_stages_as_the_code_runs_them():
               if a.strip() in {s.name for s in STAGES}]
     assert listed == [(s.name, str(s.window_s), "yes" if s.needs_cute else "no")
                       for s in STAGES]
+
+
+SLEEPERS = """
+import os, time, pytest
+
+@pytest.mark.parametrize("i", range(2))
+def test_sleep(i):
+    open(os.path.join(os.environ["PID_DIR"], str(os.getpid())), "w").close()
+    time.sleep(60)
+"""
+
+CAMPAIGN_LIKE = """
+import sys
+from pathlib import Path
+from conformance.cli.campaign_run import Runner
+Runner().run(sys.argv[1:], 120, Path(sys.argv[0]).with_suffix(".log"))
+"""
+
+
+def test_xdist_workers_of_a_stage_die_with_the_campaign(tmp_path):
+    """SIGKILL the campaign while a stage runs two xdist workers: the stage's controller
+    (PR_SET_PDEATHSIG from the campaign) dies with it, and its workers with the controller
+    (execnet ends a worker whose controller went; the plugin's PR_SET_PDEATHSIG, asked for
+    by CONFORMANCE_DIE_WITH_PARENT, also covers a worker whose threads are all stuck)."""
+    (tmp_path / "test_sleepers.py").write_text(SLEEPERS)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    driver = tmp_path / "driver.py"
+    driver.write_text(CAMPAIGN_LIKE)
+    cmd = [sys.executable, str(driver), sys.executable, "-m", "pytest", "-q",
+           "-p", "no:cacheprovider", "--device=cpu",
+           str(tmp_path / "test_sleepers.py"), "-n", "2"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PID_DIR": str(pids)})
+    deadline = time.monotonic() + 90
+    while (len(list(pids.iterdir())) < 2 and time.monotonic() < deadline
+           and proc.poll() is None):
+        time.sleep(0.2)
+    workers = [int(p.name) for p in pids.iterdir()]
+    assert len(workers) == 2, (tmp_path / "driver.log").read_text()[-2000:]
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [w for w in workers if Path(f"/proc/{w}").exists()
+                 and "Z" not in Path(f"/proc/{w}/stat").read_text().split()[2]]
+    assert not alive, f"xdist workers {alive} outlived the campaign"

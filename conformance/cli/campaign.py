@@ -123,6 +123,7 @@ class Campaign:
         self.cute_why: str | None = None
         self.running: str | None = None
         self.ended: str | None = None  # None while running; how it ended
+        self.problems: list[str] = []  # found by the last full publish
 
     # -- the stages ---------------------------------------------------------------------
     def stages(self) -> list[Stage]:
@@ -155,7 +156,7 @@ class Campaign:
                            f"{stage.startup_s} s of start-up + {minimum} s of tests")
             else:
                 self.running = stage.name
-                self.publish()
+                self.publish(full=False)
                 cap = min(self.left(), stage.wall_cap(window))
                 try:
                     res = campaign_run.run_stage(runner, stage, self.work, window, cap,
@@ -174,13 +175,14 @@ class Campaign:
             self.publish()
 
     # -- OUT --------------------------------------------------------------------------------
-    def publish(self) -> None:
-        """Rewrite OUT from what the work folder holds now (cheap: called after every
-        stage)."""
-        problems = self.merge()
-        self.benchmark()
-        self.tarball(problems)
-        readme = campaign_summary.render(self.summary_state(), self.out, problems)
+    def publish(self, full: bool = True) -> None:
+        """Rewrite OUT from what the work folder holds now: after a stage everything; as
+        one starts, the README (which says it is running) and the manifest only."""
+        if full:
+            self.problems = self.merge()
+            self.benchmark()
+            self.tarball(self.problems)
+        readme = campaign_summary.render(self.summary_state(), self.out, self.problems)
         (self.out / "README.md").write_text(readme)
         self.manifest()
 

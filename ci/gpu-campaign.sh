@@ -15,10 +15,12 @@ cd "$(dirname "$0")/.."
 mapfile -t parts < <(ls .gpu/cute.tar.xz.part-* /tmp/cute.tar.xz.part-* 2>/dev/null \
   | awk -F/ '!seen[$NF]++ {print $NF "\t" $0}' | sort | cut -f2)
 if [ "${#parts[@]}" -gt 0 ] && [ ! -d /tmp/cute-site ]; then
-  # a call that carries one part only cannot unpack: the stream is cut (its stages wait);
+  # a call that carries one part only cannot unpack: the stream is cut (its stages wait;
+  # an xz stream ends in the bytes "YZ", so a cut one is seen without decompressing it);
   # unpack aside and move into place, so a cut or failed unpack leaves no half site
   rm -rf /tmp/cute-unpack && mkdir -p /tmp/cute-unpack
-  if cat "${parts[@]}" | xz -d 2>/dev/null | tar -x -C /tmp/cute-unpack 2>/dev/null \
+  if [ "$(tail -c 2 "${parts[-1]}")" = "YZ" ] \
+      && cat "${parts[@]}" | xz -d 2>/dev/null | tar -x -C /tmp/cute-unpack 2>/dev/null \
       && [ -d /tmp/cute-unpack/cute-site ]; then
     mv /tmp/cute-unpack/cute-site /tmp/cute-site
   else

@@ -7,6 +7,10 @@
 - fully masked rows: out = 0, lse = -inf, finite gradients.
 - GQA/MQA through every backend that declares it (FLASH included), dense and causal.
 - Dao-AILab/flash-attention#2396: softcap formula and its gradient.
+- long key sequences: 64 queries against 2048 keys, where a kernel's long-sequence path
+  (a 16-bit softmax denominator past some number of keys, a tail tile dropped when Sk is
+  a multiple of a large block) shows; found by blind faults (issue 45), which every
+  shorter case passed.
 - fresh-seed false alarms (issue 12): cases where a correct kernel's scores, summed in
   another order than the baseline's, were off by more than the rule allowed before it
   bounded the scores' own rounding; and scores that cancel (terms ~1, score ~0), where
@@ -137,6 +141,20 @@ def test_softcap_formula_and_gradient(impl, dtype, device, record, cap):
                     device=device)
     case.params["score_mod"]["cap"] = cap
     require_claimed(impl, case)
+    check_forward(record, impl, case, lse=impl.caps.claims("lse"))
+    if claims_backward(impl, case):
+        check_backward(record, impl, case)
+
+
+@pytest.mark.parametrize("mask", [None, "causal_br"], ids=lambda m: m or "nomask")
+def test_long_key_sequence(impl, dtype, device, record, mask):
+    """64 queries against 2048 keys (bottom-right causal: the last 64 rows of a 2048 x 2048
+    causal problem): forward, lse and gradients. Not float64: the long-sequence shortcuts
+    are 16-bit and float32 paths, and its extended-precision oracle doubles the cost."""
+    if dtype == torch.float64:
+        pytest.skip("long key sequences: 16-bit and float32 paths only")
+    case = AttnCase(1, 2, 2, 64, 2048, 64, 64, dtype, mask, None, seed=31, device=device)
+    require_claimed(impl, case, lse=impl.caps.claims("lse"))
     check_forward(record, impl, case, lse=impl.caps.claims("lse"))
     if claims_backward(impl, case):
         check_backward(record, impl, case)

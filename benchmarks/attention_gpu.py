@@ -200,7 +200,8 @@ def _check(gate: Gate | None, causal: bool, **given: Any) -> Row:
         return {f"{side}_check": "not checked (--no-check)" for side in
                 (("fwd",) if "out" in given else ("bwd",))}
     try:
-        return {f"{side}_check": v for side, v in gate.check(causal, **given).items()}
+        got = gate.check(causal, **given)
+        return {f"{k}_check" if k in ("fwd", "bwd") else k: v for k, v in got.items()}
     except Exception as exc:  # a failed check must not stop the run; it blocks the rate
         why = f"not checked: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         return {f"{side}_check": why for side in (("fwd",) if "out" in given else ("bwd",))}

@@ -88,7 +88,9 @@ def _bench_section(out: Path) -> list[str]:
     lines = ["| stage | impl | S | D | causal | status | fwd TFLOP/s | % peak | fwd check | "
              "bwd TFLOP/s | % peak | bwd check | why not |", "|---" * 13 + "|"]
     for r in bench.get("results") or []:
-        checks = [str(r.get(f"{s}_check") or "-")[:60] for s in ("fwd", "bwd")]
+        checks = [str(r.get(f"{s}_check") or "-")[:60]
+                  + (f" ({r[f'{s}_margin']:.2g} of the bound)" if f"{s}_margin" in r else "")
+                  for s in ("fwd", "bwd")]
         lines.append(
             f"| {r.get('stage')} | {r.get('impl')} | {r.get('S')} | {r.get('D')} | "
             f"{r.get('causal')} | {r.get('status')} | {_fmt(r.get('fwd_tflops'))} | "

@@ -137,6 +137,8 @@ class Campaign:
         return self.deadline - time.monotonic() - FINISH_MARGIN_S
 
     def run(self, runner: Runner) -> None:
+        for name in OUT_FILES:  # a reused OUT must not show an earlier campaign's files
+            (self.out / name).unlink(missing_ok=True)
         env, self.cute_why = environment(self.dry_run)
         (self.out / "environment.txt").write_text(env)
         self.publish()

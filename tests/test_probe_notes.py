@@ -4,6 +4,8 @@ plugged-in implementation."""
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
 from tests.conftest import SUITE
@@ -49,12 +51,16 @@ def test_cutlass_dsl_is_tagged_only_where_cutlass_cute_imports(monkeypatch):
     import importlib
     import importlib.util
     import os
+    import types
 
     from conformance.harness import deps, probe
 
     real_find, real_import = importlib.util.find_spec, importlib.import_module
+    spec = types.SimpleNamespace(submodule_search_locations=[])
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (
-        object() if name in ("cutlass", "flash_attn") else real_find(name, *a)))
+        spec if name in ("cutlass", "flash_attn") else real_find(name, *a)))
+    monkeypatch.setattr(deps, "_cached_cute", lambda key: None)  # no cached answer
+    monkeypatch.setattr(deps, "_cache_cute", lambda key, why: None)
 
     def no_cute(name, *args):
         if name == "cutlass.cute":
@@ -82,6 +88,35 @@ def test_an_empty_cutlass_cute_namespace_is_not_the_dsl(monkeypatch):
     real_import = importlib.import_module
     monkeypatch.setattr(importlib, "import_module", lambda name, *a: (
         types.ModuleType(name) if name == "cutlass.cute" else real_import(name, *a)))
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: types.SimpleNamespace(
+        submodule_search_locations=[]))
+    monkeypatch.setattr(deps, "_cached_cute", lambda key: None)
+    monkeypatch.setattr(deps, "_cache_cute", lambda key, why: None)
     monkeypatch.delenv(deps.CUTE_ENV, raising=False)
     assert "empty namespace" in deps.probe_cute_dsl()
+
+
+def test_the_cute_answer_is_cached_per_installation(monkeypatch, tmp_path):
+    """The import (about 1 s) runs once per installation; the answer is keyed by the
+    interpreter and the package's files, so a reinstall asks again."""
+    import importlib
+
+    from conformance.harness import deps
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    pkg = tmp_path / "site" / "cutlass"
+    (pkg / "cute").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cute" / "__init__.py").write_text("")
+    spec = types.SimpleNamespace(submodule_search_locations=[str(pkg)])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec)
+    calls = []
+    monkeypatch.setattr(deps, "_import_cute", lambda: calls.append(1) or None)
+    for _ in range(2):
+        monkeypatch.delenv(deps.CUTE_ENV, raising=False)
+        assert deps.probe_cute_dsl() is None
+    assert calls == [1]  # the second process read the cache
+    (pkg / "cute" / "__init__.py").write_text("# reinstalled\n")
+    monkeypatch.delenv(deps.CUTE_ENV, raising=False)
+    deps.probe_cute_dsl()
+    assert calls == [1, 1]

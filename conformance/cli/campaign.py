@@ -102,7 +102,7 @@ def environment(dry_run: bool) -> tuple[str, str | None]:
     why = None if cute and "absent" not in cute else (cute.partition(" ")[2] or err
                                                       or "cutlass.cute: not probed")
     given = os.environ.get(CUTE_ENV)  # the suite's own answer, handed down (or a test's)
-    if given is not None and given != "ok":
+    if given and given != "ok":
         why = f"{CUTE_ENV}={given}"
     return "\n".join([*lines, text, err]).strip() + "\n", why
 

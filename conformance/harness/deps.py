@@ -13,8 +13,12 @@ identical failures.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import sys
 import warnings
+from pathlib import Path
+from typing import Any
 
 from conformance.harness.versions import installed_version
 
@@ -73,29 +77,81 @@ def _run_triton_probe() -> str | None:
 CUTE_ENV = "CONFORMANCE_CUTE_DSL"  # the import probe's answer, for the workers and children
 
 
+def _cute_cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "torch-conformance" / "cute-dsl-probe.json"
+
+
+def _cute_key(spec: Any) -> str:
+    """The installation the answer is for: the interpreter and every cutlass package
+    folder's __init__.py and cute/__init__.py (path, size, mtime)."""
+    parts = [sys.executable, sys.version]
+    for loc in sorted(spec.submodule_search_locations or []):
+        for f in (Path(loc) / "__init__.py", Path(loc) / "cute" / "__init__.py"):
+            try:
+                st = f.stat()
+                parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
+            except OSError:
+                parts.append(f"{f}:absent")
+    return "|".join(parts)
+
+
+def _cached_cute(key: str) -> str | None:
+    """The cached answer ("" for "it imports"), None if none."""
+    try:
+        return json.loads(_cute_cache_file().read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _cache_cute(key: str, why: str | None) -> None:
+    path = _cute_cache_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({key: why or ""}))
+        os.replace(tmp, path)
+    except OSError:  # an unwritable home: the next process imports again
+        pass
+
+
 def probe_cute_dsl() -> str | None:
-    """None when ``import cutlass.cute`` works, else why not (one line). A ``cutlass``
-    folder alone is not enough: nvidia-cutlass-dsl without its libs-core package leaves
-    a namespace ``cutlass`` with no ``cute`` (every CuTe DSL kernel would then fail). The
-    import costs about 0.7 s, so the first process pays it and hands the answer on in
-    ``CONFORMANCE_CUTE_DSL`` (xdist workers and isolation children inherit it)."""
+    """None when ``import cutlass.cute`` gives the real module, else why not (one line).
+    A ``cutlass`` folder alone is not enough: nvidia-cutlass-dsl without its libs-core
+    package leaves a namespace ``cutlass`` whose ``cute`` imports as an empty namespace
+    (every CuTe DSL kernel would then fail). The import costs about 1 s, so the answer
+    is cached per installation (the interpreter and the package's files, in
+    ~/.cache/torch-conformance) and handed to xdist workers and isolation children in
+    ``CONFORMANCE_CUTE_DSL``."""
     known = os.environ.get(CUTE_ENV)
-    if known is not None:
+    if known:
         return None if known == "ok" else known
-    if importlib.util.find_spec("cutlass") is None:
-        why = "package cutlass is not installed (pip install -e '.[cute]')"
+    spec = importlib.util.find_spec("cutlass")
+    if spec is None:
+        why: str | None = "package cutlass is not installed (pip install -e '.[cute]')"
     else:
-        try:
-            cute = importlib.import_module("cutlass.cute")
-            why = None if getattr(cute, "__file__", None) else (
-                "cutlass.cute imports as an empty namespace (nvidia-cutlass-dsl without its "
-                "libs-core package: pip install -e '.[cute]')")
-        except Exception as exc:  # any failure means the DSL cannot be used
-            text = " ".join(str(exc).split())[:160]
-            why = (f"cutlass is installed but cutlass.cute does not import ({type(exc).__name__}: "
-                   f"{text}); nvidia-cutlass-dsl-libs-core holds it (pip install -e '.[cute]')")
+        key = _cute_key(spec)
+        cached = _cached_cute(key)
+        if cached is not None:
+            why = cached or None
+        else:
+            why = _import_cute()
+            _cache_cute(key, why)
     os.environ[CUTE_ENV] = "ok" if why is None else why
     return why
+
+
+def _import_cute() -> str | None:
+    try:
+        cute = importlib.import_module("cutlass.cute")
+    except Exception as exc:  # any failure means the DSL cannot be used
+        text = " ".join(str(exc).split())[:160]
+        return (f"cutlass is installed but cutlass.cute does not import ({type(exc).__name__}: "
+                f"{text}); nvidia-cutlass-dsl-libs-core holds it (pip install -e '.[cute]')")
+    if getattr(cute, "__file__", None) is None:
+        return ("cutlass.cute imports as an empty namespace (nvidia-cutlass-dsl without its "
+                "libs-core package: pip install -e '.[cute]')")
+    return None
 
 
 def probe_tags() -> tuple[set[str], dict[str, str]]:

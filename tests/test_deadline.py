@@ -18,18 +18,25 @@ def test_slow(i):
 """
 
 
-def test_tests_after_the_budget_are_skipped_for_time(suite, tmp_path):
-    """Six 2 s tests and a 5 s budget: the first starts at once, and whatever starts after
-    5 s is skipped (at most three run, however slow the start)."""
-    slow = tmp_path / "slow_tests"
-    slow.mkdir()
-    (slow / "test_slow.py").write_text(SLOW)
-    run = suite(str(slow), "-n", "0", "-q", "-rs", "--time-budget", "5", report=False)
+def _budgeted_run(suite, folder, source: str, workers: str, budget: str):
+    """Six 2 s tests from ``source`` under ``--time-budget``: (run, passed, skipped)."""
+    folder.mkdir()
+    (folder / "test_slow.py").write_text(source)
+    run = suite(str(folder), "-n", workers, "-q", "-rs", "--time-budget", budget,
+                report=False)
     assert run.returncode == 0, run.output[-2000:]
     counts = re.search(r"(\d+) passed, (\d+) skipped", run.stdout)
     assert counts, run.stdout[-2000:]
     passed, skipped = int(counts.group(1)), int(counts.group(2))
-    assert 1 <= passed <= 3 and passed + skipped == 6, run.stdout[-2000:]
+    assert passed + skipped == 6, run.stdout[-2000:]
+    return run, passed, skipped
+
+
+def test_tests_after_the_budget_are_skipped_for_time(suite, tmp_path):
+    """Six 2 s tests and a 5 s budget: the first starts at once, and whatever starts after
+    5 s is skipped (at most three run, however slow the start)."""
+    run, passed, skipped = _budgeted_run(suite, tmp_path / "slow_tests", SLOW, "0", "5")
+    assert 1 <= passed <= 3, run.stdout[-2000:]
     assert f"SKIPPED [{skipped}]" in run.stdout and "time budget spent" in run.stdout
 
 
@@ -45,12 +52,6 @@ def test_the_clock_starts_at_the_first_test(suite, tmp_path):
     """A collection that takes 4 s (two xdist workers, each importing a slow module) and a
     3 s budget: the start-up is not counted, so tests run; the workers share one clock, so
     the 2 s tests that start within 3 s of the first are at most two per worker."""
-    slow = tmp_path / "slow_start"
-    slow.mkdir()
-    (slow / "test_slow.py").write_text("import time\ntime.sleep(4)\n" + SLOW)
-    run = suite(str(slow), "-n", "2", "-q", "-rs", "--time-budget", "3", report=False)
-    assert run.returncode == 0, run.output[-2000:]
-    counts = re.search(r"(\d+) passed, (\d+) skipped", run.stdout)
-    assert counts, run.stdout[-2000:]
-    passed, skipped = int(counts.group(1)), int(counts.group(2))
-    assert 2 <= passed <= 4 and passed + skipped == 6, run.stdout[-2000:]
+    run, passed, _ = _budgeted_run(suite, tmp_path / "slow_start",
+                                   "import time\ntime.sleep(4)\n" + SLOW, "2", "3")
+    assert 2 <= passed <= 4, run.stdout[-2000:]

@@ -9,6 +9,10 @@
 #                                     limits, unpack the parts as the campaign does, and
 #                                     prove cutlass.cute and flash_attn.cute import
 #                                     (ci/carry_import_check.py)
+# The packed bundle is cached by pack-cute.sh's digest (its inputs are pinned there) and the
+# part size, under
+# ~/.cache/torch-conformance/cute-bundle/ (CONFORMANCE_CACHE moves it; CONFORMANCE_NO_CACHE=1
+# packs afresh): a clean clone on a machine that packed it before does not pack again.
 # The plan of calls (docs/guides/gpu-campaign.md): call 1 carries .gpu/cute.tar.xz.part-00
 # and .whl, copies the part to /tmp and runs the stages that need no CuTe DSL; call 2,
 # within 30 s while the machine is warm, carries .gpu/cute.tar.xz.part-01 and .whl and runs
@@ -32,13 +36,28 @@ rm -rf "$gpu" "$whl"
 mkdir -p "$gpu" "$whl"
 log=$(mktemp)
 quiet() { "$@" >"$log" 2>&1 || { grep -v "is ignored" "$log" >&2; echo "error: $*" >&2; exit 1; }; }
-quiet bash "$pack" "$gpu"
-# re-split the xz stream into 40 MiB parts (pack-cute.sh writes 60 MiB ones): call 1 then
-# has room for a checkout that grows (a 60 MiB part left about 2 MiB of the 64)
-cat "$gpu"/cute.tar.xz.part-* > "$gpu/cute.tar.xz"
-rm "$gpu"/cute.tar.xz.part-*
-split -b 40M -d "$gpu/cute.tar.xz" "$gpu/cute.tar.xz.part-"
-rm "$gpu/cute.tar.xz"
+# pack-cute.sh pins every input (exact versions): a bundle packed by the same script is
+# reused from the cache, keyed by the script's digest (packing is minutes of xz -9); a bundle
+# is stored only whole (written aside, then moved into place)
+part=40M  # the part size below: part of the key with the script
+key=$( { cat "$pack"; echo "part $part"; } | sha256sum | cut -c1-16)
+cache=${CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/torch-conformance}/cute-bundle/$key
+if [ ! -d "$cache" ] || [ "${CONFORMANCE_NO_CACHE:-}" = 1 ]; then
+  fresh=$(mktemp -d)
+  quiet bash "$pack" "$fresh"
+  # re-split the xz stream into 40 MiB parts (pack-cute.sh writes 60 MiB ones): call 1 then
+  # has room for a checkout that grows (a 60 MiB part left about 2 MiB of the 64)
+  cat "$fresh"/cute.tar.xz.part-* > "$fresh/cute.tar.xz"
+  rm "$fresh"/cute.tar.xz.part-*
+  split -b "$part" -d "$fresh/cute.tar.xz" "$fresh/cute.tar.xz.part-"
+  rm "$fresh/cute.tar.xz"
+  mkdir -p "$(dirname "$cache")"
+  rm -rf "$cache.tmp" && mv "$fresh" "$cache.tmp" && rm -rf "$cache" && mv "$cache.tmp" "$cache"
+  echo "packed the CuTe DSL bundle into $cache"
+else
+  echo "the CuTe DSL bundle from $cache (pack-cute.sh unchanged)"
+fi
+cp "$cache"/cute.tar.xz.part-* "$gpu"/
 quiet python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d "$whl" \

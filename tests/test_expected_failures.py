@@ -103,10 +103,11 @@ def test_planted_crash_where_the_matrix_expects_a_wrong_value(suite, tmp_path):
 def test_a_pass_past_the_measured_releases_is_a_likely_fix(suite):
     """An expected failure measured on older releases only: a pass on this newer torch is
     passed, with the entry to narrow ("fixed in X?"), in the terminal and the report; the
-    run is green. Within the measured releases a pass stays a failure (strict XPASS), and
+    run is green. Within the measured releases a pass stays a failure (strict XPASS) under
+    --stale-entries=fail (the suite's own CI; tests/test_stale_entries.py: the default), and
     a failure past them stays an expected failure."""
     run = suite(str(DEMO / "demo_measured.py"), "--device=cpu", "-n", "0",
-                f"--device-matrix={DEMO / 'demo_measured_matrix.yaml'}")
+                f"--device-matrix={DEMO / 'demo_measured_matrix.yaml'}", "--stale-entries=fail")
     got = _by_name(run.report)
     assert {n: r["outcome"] for n, r in got.items()} == {
         "test_fixed_past_measured": "passed",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -209,14 +210,20 @@ def test_an_existing_report_directory_outside_the_project_is_not_a_test_path(tmp
 
 def test_a_new_report_directory_under_xdist_is_no_usage_error(tmp_path):
     """``-n 2 --report NEW``: the controller makes NEW before the workers start, so the
-    workers see an existing path; the check is the controller's (it was a traceback)."""
+    workers see an existing path; the check is the controller's (it was a traceback), and
+    the workers get ``--report=NEW`` (as a separate word NEW became their rootdir, outside
+    the project: they collected with no ini file, the project's own tests too)."""
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
-           "-k", "test_invalid_k_raises", "--allow-empty", "--report", str(tmp_path / "new")]
+           "-k", "test_invalid_k_raises or test_the_order_proof_names_every_difference",
+           "--allow-empty", "--report", str(tmp_path / "new")]
     run = subprocess.run(cmd, cwd=SUITE.parents[1], env=_env(tmp_path), capture_output=True,
                          text=True, check=False)
     assert "Traceback" not in run.stderr + run.stdout, (run.stdout + run.stderr)[-3000:]
     assert "UsageError" not in run.stderr, run.stderr[-2000:]
     assert (tmp_path / "new" / "report.json").exists(), run.stdout[-2000:]
+    report = json.loads((tmp_path / "new" / "report.json").read_text())
+    ran = re.search(r"(\d+) passed", run.stdout.splitlines()[-1])
+    assert ran and int(ran.group(1)) == report["summary"]["passed"] > 0, run.stdout[-2000:]
 
 
 # blind run-breakers (tests/planted/blind_run_breakers.py, written by a helper who had not

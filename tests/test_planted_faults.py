@@ -4,9 +4,11 @@ reproduce line. The built-in implementations pass the same suite (CI's conforman
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from tests.conftest import SUITE
+from tests.conftest import SUITE, SuiteRun, shared_run
 
 PLANTED = [
     ("topk", "topk_faults:nan_smallest", "values equal the oracle"),
@@ -36,21 +38,43 @@ PLANTED = [
 ]
 
 
+def _area_run(factory: pytest.TempPathFactory, area: str, triton: bool) -> SuiteRun:
+    """One run of ``area`` judging all its planted faults (each stopped at its first failure,
+    as -x stopped it alone), shared by their tests on every worker."""
+    specs = [spec for a, spec, _ in PLANTED if a == area
+             and spec.startswith("triton_faults") == triton]
+    return shared_run(factory, f"planted-{area}{'-triton' if triton else ''}", [
+        str(SUITE / area), "-n", "0", "-q", "--no-builtins", "--stop-impl-after-failure",
+        *(f"--impl={area}=planted.{spec}" for spec in specs)])
+
+
 @pytest.mark.parametrize("area,spec,expected", PLANTED, ids=[p[1] for p in PLANTED])
-def test_planted_fault_is_flagged(suite, area, spec, expected):
-    if spec.startswith("triton_faults"):
+def test_planted_fault_is_flagged(tmp_path_factory, area, spec, expected):
+    triton = spec.startswith("triton_faults")
+    if triton:
         pytest.importorskip("triton", reason="[skipped] triton is not installed")
-    prefix = "triton_" if spec.startswith("triton_faults") else ""
+    prefix = "triton_" if triton else ""
     name = "planted." + prefix + spec.split(":")[1]
-    run = suite(str(SUITE / area), "-n", "0", "-x", "-q", "--no-builtins",
-                f"--impl={area}=planted.{spec}")
-    assert run.returncode == 1, run.output[-3000:]
-    assert f"[{area}]" in run.stdout and expected in run.stdout, run.stdout[-3000:]
-    assert f"impl={name}" in run.stdout
-    assert "reproduce: PYTHONPATH=" in run.stdout and f"--impl={area}=planted.{spec}" in run.stdout
-    failed = [r for r in run.report["results"] if r["outcome"] == "failed"]
-    assert failed and all(r["impl"] == name for r in failed)
-    assert run.report["summary"]["failed"] >= 1
+    run = _area_run(tmp_path_factory, area, triton)
+    assert run.returncode == 1 and run.report is not None, run.output[-3000:]
+    mine = run.by_impl().get(name, [])
+    failed = [r for r in mine if r["outcome"] == "failed"]
+    # the first failure, named with the broken property, and its reproduce line (the
+    # suite's terminal summary prints both)
+    assert len(failed) == 1, [(r["nodeid"], r["outcome"]) for r in mine]
+    first = failed[0]
+    # the check's message names the area, the broken property and, on the next line, this
+    # implementation
+    said = re.findall(rf"(\[{re.escape(area)}\][^\n]*)\n[^\n]*impl={re.escape(name)} ",
+                      run.stdout)
+    assert any(expected in line for line in said), (said, first["reason"][-3000:])
+    assert "reproduce: PYTHONPATH=" in run.stdout and f"--impl={area}=planted.{spec}" in \
+        first["reproduce"], first["reproduce"]
+    # a kill is credited to this implementation's own test: its later tests stopped
+    later = [r for r in mine if r["outcome"] not in ("failed", "skipped", "unsupported")]
+    assert all(r["outcome"] in ("passed", "expected-fail") for r in later), later
+    assert all("failed an earlier test" in r["reason"] for r in mine
+               if r["outcome"] == "skipped" and "--stop-impl-after-failure" in r["reason"])
 
 
 @pytest.mark.parametrize("spec,scope", [

@@ -17,7 +17,8 @@ implementation (the project's are in ``tests/planted/``; a user names theirs wit
 (``conformance/``); ``select`` a pytest ``-k`` expression; ``args`` (optional) extra pytest
 arguments (``--no-builtins`` is always given); ``expect`` is ``killed`` (some test of the
 implementation fails) or ``passes`` (a correct twin: none fails, and some test ran).
-Entries with the same path and args share one pytest run.
+Entries with the same path and args share one pytest run, in which each implementation
+stops at its first failure (``--stop-impl-after-failure``: one failure kills a fault).
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def _run_group(group: list[Entry], device: str) -> None:
     with tempfile.TemporaryDirectory(prefix="conformance-selftest-") as tmp:
         report = Path(tmp) / "report"
         cmd = [sys.executable, "-m", "pytest", str(SUITE / path), "-n", "0", "-q",
-               "-p", "no:cacheprovider", "--no-builtins", f"--device={device}",
+               "-p", "no:cacheprovider", "--no-builtins", "--stop-impl-after-failure",
+               f"--device={device}",
                f"--report={report}", "-k", select, *args,
                *(f"--impl={e.area}={e.spec}" for e in group)]
         env = dict(os.environ)

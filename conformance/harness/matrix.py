@@ -195,6 +195,18 @@ class Matrix:
         return {dist: measured_admitted(rule.versions, dist, releases)
                 for dist, releases in self.measured.get(device, {}).items()}
 
+    def newer_than_measured(self, device: str) -> str | None:
+        """One line when this run's release is newer than every release the matrix was
+        measured on (on this device): its failures may be the release's own regressions,
+        which no entry can know yet (docs/guides/versions.md, triage); else None."""
+        beyond = beyond_measured((), self.measured.get(device, {}))
+        if beyond is None:
+            return None
+        dist, installed, newest = beyond
+        return (f"{dist} {installed} is newer than the releases this suite version has "
+                f"measured (newest {newest}): failures may be new regressions of {dist} "
+                f"{installed.split('+')[0]}; triage: docs/guides/versions.md#a-newer-torch")
+
     def beyond_measured(self, rule: Rule, device: str) -> tuple[str, str, str] | None:
         """(dist, installed, newest measured) when this run's release is newer than every
         release the rule was measured on (on this device), else None."""
@@ -215,8 +227,14 @@ class _DuplicateKey(yaml.MarkedYAMLError):
     """A mapping gives the same key twice (YAML would silently keep the last)."""
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses duplicate mapping keys (still no Python tags)."""
+# libyaml's parser where PyYAML has it (ten times faster on the matrix: every process of a
+# run loads it, xdist workers, rank pools and isolated children included); the same
+# SafeConstructor either way
+_SafeBase: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeBase):  # type: ignore[misc, valid-type]
+    """A safe loader that refuses duplicate mapping keys (still no Python tags)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, Any] = {}

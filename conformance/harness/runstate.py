@@ -19,6 +19,9 @@ from conformance.harness.probe import DeviceInfo, resolve_device, xdist_workers
 from conformance.harness.registry import Registry, build_registry
 
 PROFILES = ("ci", "dev", "thorough")
+# --stale-entries: a pass where a strict expected failure names a known bug (report: passed,
+# "bug not present in this build"; fail: a failure within the releases the entry was measured on)
+STALE_ENTRIES = ("report", "fail")
 
 
 @dataclass
@@ -38,6 +41,8 @@ class RunState:
     repro_dir: Path | None = None
     allow_partial: bool = False
     strict: bool = False  # pytest's --strict: the device's must-pass list must all pass
+    stale_entries: str = "report"  # a pass under a strict expected failure: report or fail
+    stop_impl: bool = False  # --stop-impl-after-failure: an implementation's later tests skip
 
     @classmethod
     def from_options(cls, opt: Any, seed_from_controller: int | None = None) -> RunState:
@@ -82,6 +87,8 @@ class RunState:
                        if getattr(opt, "conformance_repro_dir", None) else None),
             allow_partial=bool(getattr(opt, "conformance_allow_partial", False)),
             strict=_strict(opt, matrix, device),
+            stale_entries=getattr(opt, "conformance_stale_entries", None) or "report",
+            stop_impl=bool(getattr(opt, "conformance_stop_impl", False)),
         )
 
     def repro_args(self, impl_spec: str | None = None, impl_area: str | None = None) -> list[str]:
@@ -138,6 +145,9 @@ class RunState:
             "shard": self.shard,
             "allow_partial": self.allow_partial,
             "strict": self.strict,
+            "stale_entries": self.stale_entries,
+            "stop_impl_after_failure": self.stop_impl,
+            "newer_than_measured": self.matrix.newer_than_measured(self.device.matrix_key),
             "must_pass_areas": self.must_pass_areas(),
             "impl_options": self.impl_options,
             "implementations": [

@@ -131,7 +131,8 @@ class RankPool:
             self.ready = True
             self.start_seconds = time.monotonic() - self.started
             first = hellos[0] or {}
-            self.info = {k: first.get(k) for k in ("backend", "backend_version", "torch")}
+            self.info = {k: first.get(k) for k in ("backend", "backend_version", "torch",
+                                                   "warm_up")}
             self.info["start_seconds"] = self.start_seconds
             return None
         outcomes = []
@@ -300,6 +301,18 @@ def run_ranks(fn: Callable[..., Any] | str, *args: Any, backend: str = "gloo",
             _replace(key, pool, start=True)
         return RanksOutcome(tuple(outcomes), backend, str(device), int(world), seconds,
                             restarted, dict(pool.info))
+
+
+def close_pool(backend: str, device: str, world: int,
+               env: dict[str, str] | None = None) -> None:
+    """Stop the pool of that key if there is one (a cold pool after its case: the next
+    case of the key starts a cold one again)."""
+    env = {str(k): str(v) for k, v in (env or {}).items()}
+    key: Key = (backend, str(device), int(world), tuple(sorted(env.items())))
+    with _lock:
+        pool = _pools.pop(key, None)
+    if pool is not None:
+        pool.close()
 
 
 def _probe(pool: RankPool) -> str:

@@ -222,6 +222,10 @@ _FIXED = re.compile(r"fixed in (\S+) (\S+)\? matrix ([a-z_]+\[\d+\]): measured f
                     r"\S+ up to \S+; narrow its versions to ([^;\s]+)")
 
 
+# a pass under a strict expected failure in a build without the bug (verdicts.not_present_note)
+NOT_PRESENT = re.compile(r"bug not present in this build: matrix ([a-z_]+\[\d+\])")
+
+
 def entries_to_narrow(results: Iterable[Entry]) -> dict[str, tuple[str, str, int]]:
     """Expected failures that passed past their measured releases: label -> (the release,
     e.g. "torch 2.15.0", the gate to narrow the entry to, how many of its tests passed)."""
@@ -246,9 +250,16 @@ def _count_entry_uses(entries: list[dict[str, Any]], results: list[Entry]) -> li
         for label in labels:
             uses[label] = uses.get(label, 0) + 1
     fixed = entries_to_narrow(results)
+    absent: dict[str, int] = {}
+    for e in results:
+        if e.outcome == "passed":
+            for label in set(NOT_PRESENT.findall(e.reason)):
+                absent[label] = absent.get(label, 0) + 1
     out = []
     for entry in entries:
         entry["tests"] = uses.get(entry["entry"], 0)
+        if entry["entry"] in absent:
+            entry["not_present_tests"] = absent[entry["entry"]]
         if entry["entry"] in fixed:
             release, gate, n = fixed[entry["entry"]]
             entry.update(fixed_in=release, narrow_to=gate, fixed_tests=n)

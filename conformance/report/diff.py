@@ -6,7 +6,8 @@ means the two runs are not like with like, exit status 1 unless ``--ignore-setti
 Then regressions (exit 1): a test that fails, errors, crashes, times out or passes
 unexpectedly in NEW but did not in OLD (a new test that fails counts); coverage lost (exit
 1 unless ``--allow-coverage-loss``): a test that ran in OLD and did not run in NEW (skipped,
-unsupported, not-run or absent). Reported besides: fixed tests, every other outcome change,
+unsupported, not-run or absent). Reported besides: fixed tests, tests that pass where the
+matrix expects a known bug ("bug not present in this build"), every other outcome change,
 margins that moved by more than a factor (``--fail-on-margin``), tests that appeared or
 disappeared, and the rest of the environment's differences.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.harness.outcomes import BAD_OUTCOMES, RAN_OUTCOMES
+from conformance.report.collect import NOT_PRESENT
 from conformance.report.consistency import check_report
 from conformance.report.plots import as_margin
 from conformance.report.settings import changed
@@ -72,6 +74,7 @@ class Diff:
     factor: float
     regressions: list[dict[str, Any]] = field(default_factory=list)
     fixed: list[dict[str, Any]] = field(default_factory=list)
+    bugs_absent: list[dict[str, Any]] = field(default_factory=list)  # known bug, not in NEW
     changed: list[dict[str, Any]] = field(default_factory=list)
     coverage_lost: list[dict[str, Any]] = field(default_factory=list)
     margins: list[dict[str, Any]] = field(default_factory=list)
@@ -109,6 +112,8 @@ def diff_reports(old: dict[str, Any], new: dict[str, Any], *, factor: float = 2.
             continue
         if r["outcome"] in BAD and o["outcome"] not in BAD:
             d.regressions.append(row)
+        elif _absent_bug(r) and not _absent_bug(o):
+            d.bugs_absent.append(row)
         elif o["outcome"] in BAD and r["outcome"] not in BAD:
             d.fixed.append(row)
         elif o["outcome"] != r["outcome"]:
@@ -134,6 +139,12 @@ def diff_reports(old: dict[str, Any], new: dict[str, Any], *, factor: float = 2.
     return d
 
 
+def _absent_bug(result: dict[str, Any]) -> bool:
+    """A pass where the matrix expects a known bug's failure (--stale-entries=report)."""
+    return result["outcome"] == "passed" and NOT_PRESENT.search(result.get("reason") or "") \
+        is not None
+
+
 def _log(x: float) -> float:
     import math
 
@@ -155,6 +166,7 @@ def _moved(nodeid: str, old: dict[str, float], new: dict[str, float],
 
 def _rows(d: Diff) -> list[tuple[str, list[dict[str, Any]]]]:
     return [("Regressions", d.regressions), ("Fixed", d.fixed),
+            ("Known bugs not present in NEW", d.bugs_absent),
             ("Coverage lost", d.coverage_lost), ("Other outcome changes", d.changed)]
 
 
@@ -182,6 +194,7 @@ def render_text(d: Diff, markdown: bool = False) -> str:
         lines += ["(the runs are not like with like: --ignore-settings compares them anyway)",
                   ""]
     lines.append(f"{len(d.regressions)} regressions, {len(d.fixed)} fixed, "
+                 f"{len(d.bugs_absent)} known bugs not present, "
                  f"{len(d.coverage_lost)} coverage lost, {len(d.changed)} other outcome "
                  f"changes, {len(d.margins)} margins moved more than {d.factor:g}x, "
                  f"{len(d.appeared)} appeared, {len(d.disappeared)} disappeared")

@@ -50,6 +50,17 @@ def _detail(r: dict[str, Any], head: str) -> list[str]:
     return lines
 
 
+def _entry_table(title: str, intro: str, columns: tuple[str, ...],
+                 rows: list[tuple[Any, ...]]) -> list[str]:
+    """A section listing matrix entries (entry, area, then ``columns``); none if no rows."""
+    if not rows:
+        return []
+    out = ["", f"## {title} ({len(rows)})", "", intro, "",
+           "| entry | area | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
+    return out + [f"| {m['entry']} | {m['area']} | " + " | ".join(cells) + " |"
+                  for m, *cells in rows]
+
+
 def _failure_groups(rows: list[dict[str, Any]]) -> list[str]:
     """Failures grouped by area, check and implementation: a table, then per group its first
     example (reason, reproduce line, stack) and its tests (collapsed)."""
@@ -85,6 +96,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         + (f"; GPU {gpu}" if (gpu := gpu_identity(dev)) else ""),
         f"- torch {env['torch']}, CUDA {env['cuda']}, HIP {env['hip']}, "
         f"Python {env['python']}, BLAS {env['blas'].get('BLAS_INFO', '?')}",
+        *([f"- **not measured**: {run['newer_than_measured']}"]
+          if run.get("newer_than_measured") else []),
         f"- profile `{run['profile']}`, seed {run['seed']}, matrix `{run['matrix']}`",
         f"- suite {suite.describe(report.get('suite'))}; must-pass list: "
         f"{mustpass.describe(report.get('must_pass')) or 'none for this device'}",
@@ -142,15 +155,21 @@ def render_markdown(report: dict[str, Any]) -> str:
     entries = report["run"].get("matrix_entries") or []
     if entries:
         narrow = [m for m in entries if m.get("fixed_in")]
-        if narrow:
-            lines += ["", f"## Matrix entries to narrow ({len(narrow)})", "",
-                      "Expected failures whose tests passed on a release newer than every "
-                      "release they were measured failing on: counted as passed (the checks "
-                      "ran and held), listed here so the entry is narrowed.", "",
-                      "| entry | area | tests passed | fixed in? | narrow its versions to |",
-                      "|---|---|---|---|---|"]
-            lines += [f"| {m['entry']} | {m['area']} | {m['fixed_tests']} of {m['tests']} | "
-                      f"{m['fixed_in']} | `{m['narrow_to']}` |" for m in narrow]
+        lines += _entry_table(
+            "Matrix entries to narrow", "Expected failures whose tests passed on a release "
+            "newer than every release they were measured failing on: counted as passed (the "
+            "checks ran and held), listed here so the entry is narrowed.",
+            ("tests passed", "fixed in?", "narrow its versions to"),
+            [(m, f"{m['fixed_tests']} of {m['tests']}", m["fixed_in"], f"`{m['narrow_to']}`")
+             for m in narrow])
+        absent = [m for m in entries if m.get("not_present_tests")]
+        lines += _entry_table(
+            "Known bugs not present in this build", "Expected failures (known bugs of the "
+            "releases they were measured on) whose tests passed here: counted as passed (the "
+            "checks ran and held); `--stale-entries=fail` fails them instead.",
+            ("tests passed", "the bug"),
+            [(m, f"{m['not_present_tests']} of {m['tests']}",
+              f"{m['reason'][:160].replace('|', '/')} ({m['link']})") for m in absent])
         lines += ["", "## Matrix entries", "",
                   "| entry | area | versions | measured on | applies here | tests | reason |",
                   "|---|---|---|---|---|---|---|"]

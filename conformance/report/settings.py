@@ -12,7 +12,8 @@ from typing import Any
 MERGE_KEYS = {"suite": "suite versions", "schema": "report schemas",
               "matrix": "device matrices", "profile": "profiles", "seed": "seeds",
               "device": "devices", "implementations": "implementations",
-              "strict": "--strict settings"}
+              "strict": "--strict settings",
+              "stop impl after failure": "--stop-impl-after-failure settings"}
 
 
 def settings(report: dict[str, Any]) -> dict[str, str]:
@@ -27,6 +28,9 @@ def settings(report: dict[str, Any]) -> dict[str, str]:
         "seed": str(run.get("seed")),
         "device": f"{device.get('matrix_key')} ({device.get('name')})",
         "strict": str(bool(run.get("strict"))),
+        "stale entries": str(run.get("stale_entries", "fail")),
+        # a run that stops each implementation at its first failure skips the rest of it
+        "stop impl after failure": str(bool(run.get("stop_impl_after_failure"))),
         "emulated": str(bool(run.get("emulated"))),
         "torch": str(env.get("torch")),
         "cuda": str(env.get("cuda")),

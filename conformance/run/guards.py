@@ -12,6 +12,7 @@ compares.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import itertools
 from pathlib import Path
@@ -57,3 +58,24 @@ def misread_path_option(config: pytest.Config) -> str | None:
     return (f"{option} {value}: pytest read this existing path as a test path and took its "
             f"rootdir from it ({config.rootpath}, not {expected}), so the run would collect "
             f"from the wrong place; write {option}={value}")
+
+
+def args_for_workers(config: pytest.Config) -> None:
+    """Rewrite ``--report DIR`` (each path option with a separate value) as ``--report=DIR``
+    in the arguments xdist hands its workers (the controller's invocation arguments). A
+    worker parses them after the controller made DIR: as a separate word, an existing DIR
+    outside the project became the worker's rootdir, and the worker then collected without
+    the project's ini file (its testpaths: every test folder under the working directory,
+    the project's own tests too) where the controller had checked nothing wrong."""
+    args = list(config.invocation_params.args)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in PATH_OPTIONS and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            out.append(f"{args[i]}={args[i + 1]}")
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    if out != args:
+        config.invocation_params = dataclasses.replace(config.invocation_params, args=tuple(out))

@@ -1,6 +1,7 @@
 """A test's verdict beyond pytest's: an expected failure for the wrong reason, an exception
 explained (the implementation's or the suite's), a pass past a matrix entry's measured
-releases ("fixed in X?"); and the user properties the report is built from."""
+releases ("fixed in X?") or in a build without the bug ("bug not present in this build");
+and the user properties the report is built from."""
 
 from __future__ import annotations
 
@@ -68,10 +69,19 @@ def fixed_in_note(rule: Any, dist: str, installed: str, newest: str) -> str:
             f"{newest}; narrow its versions to {dist}{gate}")
 
 
+def not_present_note(rule: Any) -> str:
+    """The verdict of a pass under a strict expected failure within its measured releases,
+    where stale entries are reported (--stale-entries=report): the build does not have the
+    bug the entry records."""
+    return (f"bug not present in this build: matrix {rule.label} expects a failure here "
+            f"({rule.link})")
+
+
 def fixed_in(item: pytest.Item, report: pytest.TestReport) -> None:
     """A strict expected failure that passes on a release newer than those its entry was
-    measured on, or a test under non-strict entries only (a failure is allowed, not
-    expected) that passes: a pass (the check ran and held), the entry named in its reason."""
+    measured on or in a build without the bug (--stale-entries=report), or a test under
+    non-strict entries only (a failure is allowed, not expected) that passes: a pass (the
+    check ran and held), the entry named in its reason."""
     notes = item.stash.get(ITEM_PASS_NOTES, None)
     if not notes or report.when != "call" or not report.passed:
         return

@@ -34,6 +34,7 @@ import torch
 from conformance.areas.attention.cases import AttnCase
 from conformance.areas.attention.reference import references
 from conformance.harness.compare import Measurement, exact
+from conformance.harness.history import fresh_compile_state
 from conformance.harness.outcomes import unsupported
 from conformance.harness.record import Record
 from conformance.harness.registry import Impl
@@ -78,7 +79,12 @@ def fa_rule(name: str, got: np.ndarray, ref: np.ndarray, base: np.ndarray, r: fl
     return Measurement(name, err, bound, detail, arrays=arrays)
 
 
-def call_impl(impl: Impl, case: AttnCase, q, k, v, block_mask, want_lse: bool) -> Any:
+def call_impl(impl: Impl, case: AttnCase, q, k, v, block_mask, want_lse: bool,
+              fresh: bool = True) -> Any:
+    """The implementation on the case; ``fresh``: from a fresh compile state (every
+    Hypothesis example alike, whatever its test drew before it: harness/history.py)."""
+    if fresh:
+        fresh_compile_state()
     kwargs: dict[str, Any] = {"score_mod": case.score_mod_fn(case.device),
                               "block_mask": block_mask, "scale": case.scale,
                               "enable_gqa": case.hq != case.hkv}
@@ -187,13 +193,13 @@ def output_structure(case: AttnCase, q: torch.Tensor, out: Any, lse: Any) -> Mea
 
 
 def check_forward(record: Record, impl: Impl, case: AttnCase, *, lse: bool,
-                  inputs: tuple[torch.Tensor, ...] | None = None) -> None:
+                  inputs: tuple[torch.Tensor, ...] | None = None, fresh: bool = True) -> None:
     """Forward output (and lse) under the FlashAttention rule; ``inputs`` (q, k, v) replace
-    the case's random ones."""
+    the case's random ones; ``fresh``: as ``call_impl``'s."""
     __tracebackhide__ = True
     record.case(**case.describe())
     q, k, v = inputs if inputs is not None else case.inputs()[:3]
-    result = call_impl(impl, case, q, k, v, block_mask_for(case), lse)
+    result = call_impl(impl, case, q, k, v, block_mask_for(case), lse, fresh)
     out, got_lse = split_result(result, lse)
     record.require(output_structure(case, q, out, got_lse))
     ref, base = references(case, q, k, v)

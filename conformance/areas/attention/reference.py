@@ -151,9 +151,13 @@ def baseline(case: AttnCase, q, k, v, d_out=None) -> Reference:
 def references(case: AttnCase, q, k, v, d_out=None) -> tuple[Reference, Reference]:
     """(oracle_reference, baseline) of a case, memoised for the session
     (conformance/harness/memo.py): the implementations of the area share them. The key is
-    the inputs' bytes, the case's parameters and the device, so a hit is what the
+    the inputs' bytes, the case's parameters (the mask's and score mod's drawn values too: a
+    test may set them, as test_process_history's caps) and the device, so a hit is what the
     computation returns."""
-    address = memo.key("attention.references/1", sorted(case.describe().items()),
+    drawn = [part for group, values in sorted(case.params.items())
+             for name, value in sorted(values.items())
+             for part in (f"{group}.{name}", np.asarray(value))]
+    address = memo.key("attention.references/2", sorted(case.describe().items()), *drawn,
                        str(q.device), q, k, v, d_out)
     return memo.get_or_compute(address, lambda: (oracle_reference(case, q, k, v, d_out),
                                                  baseline(case, q, k, v, d_out)))

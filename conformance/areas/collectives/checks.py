@@ -19,7 +19,8 @@ from conformance.harness.compare import elementwise_bound, exact
 from conformance.harness.outcomes import missing as skip_missing
 from conformance.harness.outcomes import unsupported
 from conformance.processes.backends import missing
-from conformance.processes.ranks import RanksOutcome, run_ranks
+from conformance.processes.current_rank import COLD_ENV
+from conformance.processes.ranks import RanksOutcome, close_pool, run_ranks
 from oracles.collectives import U64
 
 EAGER = "conformance.areas.collectives.cases:eager"
@@ -30,14 +31,24 @@ LIST = "the input list is left as given"  # coalesced ops: no tensor of it repla
 
 
 def run(request: pytest.FixtureRequest, fn: str, *args: Any, timeout: float = CASE_TIMEOUT,
-        lockstep: bool = False, env: dict[str, str] | None = None) -> RanksOutcome:
+        lockstep: bool = False, env: dict[str, str] | None = None,
+        cold: bool = False) -> RanksOutcome:
     """Run a case function on the pool of the test's (backend, world) and ``env`` (a pool
-    per environment); notes the pool. ``lockstep``: see ``RankPool.run``."""
+    per environment); notes the pool. ``lockstep``: see ``RankPool.run``. ``cold``: on a
+    pool of its own whose ranks made no collective before (no warm-up,
+    ``current_rank.warm_up``), stopped after the case: the case is its processes' first
+    collective."""
     callspec = request.node.callspec.params
     device = request.getfixturevalue("device")
-    outcome = run_ranks(fn, *args, backend=callspec["backend"], device=str(device),
-                        world=callspec["world"], timeout=timeout, lockstep=lockstep,
-                        env=env or None)
+    if cold:
+        env = {**(env or {}), COLD_ENV: "1"}
+    try:
+        outcome = run_ranks(fn, *args, backend=callspec["backend"], device=str(device),
+                            world=callspec["world"], timeout=timeout, lockstep=lockstep,
+                            env=env or None)
+    finally:
+        if cold:
+            close_pool(callspec["backend"], str(device), callspec["world"], env)
     rec = request.getfixturevalue("record")
     if outcome.info.get("blocked"):  # a torchrun job waiting for a stalled rank
         from conformance.harness.outcomes import not_run
@@ -45,6 +56,9 @@ def run(request: pytest.FixtureRequest, fn: str, *args: Any, timeout: float = CA
         not_run(f"blocked: {outcome.info['blocked']}")
     if outcome.info.get("rebuilt"):
         rec.note(group_rebuilt=True)
+    warmed = outcome.info.get("warm_up")
+    if warmed not in (None, "done"):  # skipped (a cold pool) or why the warm-up failed
+        rec.note(warm_up=warmed)
     rec.note(backend=outcome.backend, backend_version=outcome.info.get("backend_version", ""),
              world=outcome.world, pool_start_seconds=outcome.info.get("start_seconds"))
     if outcome.restarted:

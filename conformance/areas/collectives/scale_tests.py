@@ -13,6 +13,8 @@ what each profile runs); mixed into ``test_collectives.CollectiveTests``:
   values differ).
 - ``test_double_backward`` (feature double_backward): d/dg of ⟨h, dL/dx⟩ is the forward of h.
 - ``test_complex`` (feature complex): complex64, each part checked as a float32 case.
+- ``test_first_collective`` (feature complex): the same case as the first collective of
+  fresh rank processes (no warm-up: harness/history.py).
 - ``test_world_one``: a group of one rank (the collective is the identity, or a chunk).
 """
 
@@ -26,7 +28,9 @@ import pytest
 from conformance.areas.collectives.catalogue import REDUCING, bound, from_seed
 from conformance.areas.collectives.checks import applies, check_case, require_returned, run
 from conformance.harness.compare import elementwise_bound, exact
+from conformance.harness.outcomes import missing as skip_missing
 from conformance.harness.tensors import rounded
+from conformance.processes.torchrun import active as torchrun_job
 from oracles.collectives import U64
 
 SEEDED = "conformance.areas.collectives.cases:seeded"
@@ -159,6 +163,22 @@ class ScaleTests:
         case of its own (same bound; torch's gradient of a real loss through a real-linear
         map is the same map's adjoint on each part)."""
         applies(impl, backend, world, device)
+        self._complex(impl, world, record, request, cold=False)
+
+    @pytest.mark.needs("complex")
+    def test_first_collective(self, impl, backend, world, device, record, request):
+        """test_complex's case as the first collective of fresh rank processes (a pool of
+        its own, no warm-up: what a job's first step does); every other case runs on warm
+        ranks (harness/history.py)."""
+        applies(impl, backend, world, device)
+        if torchrun_job() is not None:
+            skip_missing("the first collective of a process needs a pool of its own; under "
+                         "torchrun the job's ranks made theirs already")
+        record.note(first_collective_of_the_process=True)
+        self._complex(impl, world, record, request, cold=True)
+
+    def _complex(self, impl, world, record, request, cold: bool) -> None:
+        __tracebackhide__ = True
         args = {**fixed(self.op, world, 2, 3, 9401 + world), "dtype": "float32"}
         if self.op in REDUCING:
             args["reduce_op"] = "sum"
@@ -169,7 +189,7 @@ class ScaleTests:
         payload = {**re.payload(impl.spec), "dtype": "complex64",
                    "inputs": _join(re.inputs, im.inputs),
                    "cotangents": _join(re.cotangents, im.cotangents)}
-        results = require_returned(record, run(request, EAGER, payload))
+        results = require_returned(record, run(request, EAGER, payload, cold=cold))
         wrong = [f"rank {r}: {res['y_dtype']}" for r, res in enumerate(results)
                  if any(d != "complex64" for d in res["y_dtype"])]
         record.require(exact("output dtype", len(wrong), len(results), "; ".join(wrong)))

@@ -58,7 +58,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if name in ("test_gradcheck", "test_noncontiguous", "test_quiet_ranks",
                 "test_mismatched_splits", "test_double_backward", "test_complex"):
         pairs = [p for p in pairs if p[1] in (2, 3)] or pairs[:1]
-    if name == "test_compiled":  # one case per op (Inductor: seconds)
+    if name in ("test_compiled", "test_first_collective"):  # seconds each: one per op
         pairs = [p for p in pairs if p[1] == 2] or pairs[:1]
     if name == "test_world_one":  # one pool of one rank per backend
         if torchrun_job() is not None:

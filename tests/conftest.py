@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import conformance
+from tests.forkserver import run_pytest
 
 pytest_plugins = ["pytester"]
 
@@ -60,12 +59,11 @@ def run_suite(args: list[str], tmp_path: Path, *, report: bool = True,
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_ADDOPTS", None)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+    cmd = ["-p", "no:cacheprovider", *args]
     report_dir = tmp_path / "report"
     if report:
         cmd.append(f"--report={report_dir}")
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    proc = run_pytest(cmd, tmp_path, env, timeout)  # forked from a server where it can be
     data = None
     if report and (report_dir / "report.json").exists():
         data = json.loads((report_dir / "report.json").read_text())

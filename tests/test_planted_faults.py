@@ -40,7 +40,14 @@ PLANTED = [
 
 def _area_run(factory: pytest.TempPathFactory, area: str, triton: bool) -> SuiteRun:
     """One run of ``area`` judging all its planted faults (each stopped at its first failure,
-    as -x stopped it alone), shared by their tests on every worker."""
+    as -x stopped it alone), shared by their tests on every worker: the fault list's run of
+    the area for topk and GEMM (tests/test_fault_list.py); attention's lists each failure
+    with its message only in a run of these faults alone (more fail in the list's run, and
+    the summary groups them)."""
+    if area != "attention":
+        from tests.test_fault_list import group_run
+
+        return group_run(factory, area)
     specs = [spec for a, spec, _ in PLANTED if a == area
              and spec.startswith("triton_faults") == triton]
     return shared_run(factory, f"planted-{area}{'-triton' if triton else ''}", [

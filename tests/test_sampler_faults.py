@@ -22,10 +22,12 @@ def _impls(pairs: list[tuple[str, str]]) -> list[str]:
     return [f"--impl=sampler.{area}=planted.sampler_faults:{attr}" for area, attr in pairs]
 
 
-def test_issue_faults_are_flagged(suite):
-    run = suite(str(SUITE / "samplers"), "-n", "0", "-q", "-p", "no:randomly",
-                "--no-builtins", "-k", "goodness_of_fit or independence",
-                *_impls([(a, f) for a, f, _ in ISSUE_FAULTS]))
+def test_issue_faults_are_flagged(tmp_path_factory):
+    """Read from the fault list's run of the samplers (tests/test_fault_list.py): each
+    fault's first failure names its broken property."""
+    from tests.test_fault_list import group_run
+
+    run = group_run(tmp_path_factory, "samplers")
     assert run.returncode == 1, run.output[-3000:]
     results = run.by_impl()
     for area, attr, expected in ISSUE_FAULTS:

@@ -3,7 +3,7 @@
     torch-conformance diff OLD NEW [--factor 2] [--format text|markdown|html] [-o FILE]
     torch-conformance merge DIR... -o OUT
     torch-conformance bundle OUTDIR [--python 3.12] [--platform TAG] [--torch]
-    torch-conformance selftest [--module M] [--area A] [--json OUT]
+    torch-conformance selftest [--module M] [--area A] [--json OUT] [--against|--record LIST]
     torch-conformance releases OUT [-o FILE]
     torch-conformance isolate [--device D] [--env K=V] [--isolated] MODULE:FUNCTION ARGS
     torch-conformance report DIR
@@ -122,11 +122,32 @@ def _selftest(opts: argparse.Namespace) -> int:
                    or any(e.area.startswith(a + ".") for a in opts.area)]
         if not entries:
             raise UsageError(f"no planted fault for area {', '.join(opts.area)}")
+    from conformance.cli import faultlist
+
+    listed = None
+    if opts.against:
+        try:
+            listed = faultlist.load(opts.against)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     data = selftest.summary(selftest.run(entries, device=opts.device, jobs=opts.jobs))
     print(selftest.render(data))
     if opts.json:
         Path(opts.json).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     good = all(e.good for e in entries)
+    if listed is not None:
+        problems = faultlist.compare(entries, listed, partial=bool(opts.area))
+        print(*(f"FAULT LIST: {p}" for p in problems), sep="\n")
+        print(f"fault list {opts.against}: " + (f"{len(problems)} problem(s)" if problems
+                                                else f"{len(entries)} entries as listed"))
+        good = good and not problems
+    if opts.record:
+        try:
+            faultlist.write(opts.record, entries)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"fault list recorded: {opts.record} ({len(entries)} entries)")
     return 0 if good else 1
 
 
@@ -302,6 +323,10 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--device", default="cpu")
     t.add_argument("-j", "--jobs", type=int, default=2, help="pytest runs at once (default 2)")
     t.add_argument("--json", help="also write the table and every fault's outcome as JSON")
+    t.add_argument("--against", metavar="LIST", help="judge the run by a fault list (e.g. "
+                   "tests/data/fault_list.json): exit 1 where a listed kill survives, a twin "
+                   "fails, or a kill is credited to another implementation's test")
+    t.add_argument("--record", metavar="LIST", help="write the fault list of this run")
     t.set_defaults(run=_selftest)
     r = sub.add_parser("releases", help="one table of ci/release-matrix.sh's runs (release x "
                                         "area); exit 1 unless every release exited 0")

@@ -58,6 +58,10 @@ class Entry:
     outcomes: dict[str, int] = field(default_factory=dict)
     first_failure: str = ""
     seconds: float = 0.0
+    killed_by: str = ""  # the first failing test: function[dtype]
+    dtypes: set[str] = field(default_factory=set)  # the dtypes of its tests that ran
+    names: set[str] = field(default_factory=set)  # the report's implementation names
+    miscredited: list[str] = field(default_factory=list)  # failures of another impl's test
 
     @property
     def spec(self) -> str:
@@ -67,6 +71,8 @@ class Entry:
     def verdict(self) -> str:
         failed = sum(self.outcomes.get(o, 0) for o in FAILED)
         ran = sum(self.outcomes.get(o, 0) for o in RAN)
+        if self.miscredited:
+            return "miscredited"
         if self.expect == "killed":
             return "killed" if failed else "survived"
         return "passes" if ran and not failed else ("no test ran" if not ran else "FAILS")
@@ -112,44 +118,69 @@ def load_entries(modules: Iterable[str]) -> list[Entry]:
     return entries
 
 
-def _run_group(group: list[Entry], device: str) -> None:
+def group_args(group: list[Entry], device: str = "cpu") -> list[str]:
+    """pytest's arguments for one run judging ``group`` (same path and args), each
+    implementation stopped at its first failure; the report folder is the caller's."""
     path, args = group[0].path, group[0].args
     select = " or ".join(dict.fromkeys(f"({e.select})" for e in group))
+    return [str(SUITE / path), "-n", "0", "-q", "--no-builtins", "--stop-impl-after-failure",
+            f"--device={device}", "-k", select, *args,
+            *(f"--impl={e.area}={e.spec}" for e in group)]
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child run: the planted modules importable as ``planted.*``."""
+    env = dict(os.environ)
+    extra = [str(PLANTED.parent)] if PLANTED.is_dir() else []
+    env["PYTHONPATH"] = os.pathsep.join([*extra, os.getcwd(), env.get("PYTHONPATH", "")])
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return env
+
+
+def _run_group(group: list[Entry], device: str) -> None:
+    import time
+
     with tempfile.TemporaryDirectory(prefix="conformance-selftest-") as tmp:
         report = Path(tmp) / "report"
-        cmd = [sys.executable, "-m", "pytest", str(SUITE / path), "-n", "0", "-q",
-               "-p", "no:cacheprovider", "--no-builtins", "--stop-impl-after-failure",
-               f"--device={device}",
-               f"--report={report}", "-k", select, *args,
-               *(f"--impl={e.area}={e.spec}" for e in group)]
-        env = dict(os.environ)
-        extra = [str(PLANTED.parent)] if PLANTED.is_dir() else []
-        env["PYTHONPATH"] = os.pathsep.join([*extra, os.getcwd(), env.get("PYTHONPATH", "")])
-        env.pop("PYTEST_ADDOPTS", None)
-        env.pop("PYTEST_XDIST_WORKER", None)
-        import time
-
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+               f"--report={report}", *group_args(group, device)]
         start = time.monotonic()
-        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True,
+        proc = subprocess.run(cmd, cwd=tmp, env=child_env(), capture_output=True, text=True,
                               check=False, timeout=1800)
-        seconds = time.monotonic() - start
         results = []
         if (report / "report.json").is_file():
             results = json.loads((report / "report.json").read_text())["results"]
-    specs = {}
+    tally(group, results, time.monotonic() - start, proc.stdout + proc.stderr)
+
+
+def tally(group: list[Entry], results: list[dict[str, Any]], seconds: float,
+          output: str) -> None:
+    """Credit each result of one run to the entry whose --impl made it."""
     for e in group:
         e.seconds = seconds / len(group)
-        specs[e.spec] = e
     for r in results:
         for e in group:  # a result belongs to the implementation whose --impl made it
-            if _belongs(r, e):
-                e.outcomes[r["outcome"]] = e.outcomes.get(r["outcome"], 0) + 1
-                if r["outcome"] in FAILED and not e.first_failure:
-                    e.first_failure = r["reason"][:300]
+            if not _belongs(r, e):
+                continue
+            e.outcomes[r["outcome"]] = e.outcomes.get(r["outcome"], 0) + 1
+            e.names.add(r["impl"])
+            if r["outcome"] in RAN:
+                e.dtypes.add(r.get("dtype") or "-")
+            if r["outcome"] not in FAILED:
+                continue
+            # a kill counts for this implementation only in a test of its own
+            params = r["nodeid"].partition("[")[2]
+            if r["impl"] not in params:
+                e.miscredited.append(r["nodeid"])
+            if not e.first_failure:
+                e.first_failure = r["reason"][:300]
+                func = r["nodeid"].split("::")[-1].partition("[")[0]
+                e.killed_by = f"{func}[{r.get('dtype') or '-'}]"
     if not results:
         for e in group:
-            e.first_failure = ("pytest wrote no report: " + (proc.stderr.strip() or
-                               proc.stdout.strip() or "no output").splitlines()[-1])[:300]
+            e.first_failure = ("pytest wrote no report: " + (output.strip() or "no output")
+                               .splitlines()[-1])[:300]
 
 
 def _belongs(result: dict[str, Any], entry: Entry) -> bool:
@@ -187,8 +218,10 @@ def summary(entries: list[Entry]) -> dict[str, Any]:
     return {"faults": faults, "killed": killed, "areas": dict(sorted(areas.items())),
             "entries": [{**{k: getattr(e, k) for k in ("module", "area", "impl", "path",
                                                           "select", "expect", "outcomes",
-                                                          "first_failure", "seconds")},
-                         "verdict": e.verdict} for e in entries]}
+                                                          "first_failure", "seconds",
+                                                          "killed_by", "miscredited")},
+                         "dtypes": sorted(e.dtypes), "verdict": e.verdict}
+                        for e in entries]}
 
 
 def render(data: dict[str, Any]) -> str:

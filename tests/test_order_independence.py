@@ -33,9 +33,10 @@ def history_dependent(nodeid: str) -> bool:
         return "test_distinct_captured_floats" in nodeid or (
             "_catalogue[" in nodeid and "lse" not in nodeid
             and ("softcap" in nodeid or "alibi" in nodeid))
-    return "TestAllGatherTensor::test_" in nodeid and \
-        "[gloo-w2-functional.all_gather_tensor]" in nodeid and \
-        ("test_complex" in nodeid or "test_first_collective" in nodeid)
+    # (test_complex of the same op fails intermittently on warm ranks too: a non-strict
+    # entry of the matrix, whose outcome no order decides, so it is not compared here)
+    return "TestAllGatherTensor::test_first_collective" in nodeid and \
+        "[gloo-w2-functional.all_gather_tensor]" in nodeid
 
 
 def _ids() -> list[str]:

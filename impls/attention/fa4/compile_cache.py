@@ -58,6 +58,12 @@ def key(arch: str, kernel: str, name: str) -> str:
     return hashlib.sha256(f"{sources_digest()}|{arch}|{kernel}|{name}".encode()).hexdigest()
 
 
+def is_cached(arch: str, kernel: str, name: str) -> bool:
+    """Whether a compile of exactly these inputs is recorded (reading it costs no compile)."""
+    folder = cache_dir()
+    return folder is not None and (folder / f"{key(arch, kernel, name)}.json").is_file()
+
+
 def cached_compile(arch: str, kernel: str, name: str,
                    compile_fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """compile_fn()'s result for these inputs, from the cache when an identical compile was

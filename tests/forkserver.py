@@ -121,9 +121,10 @@ def _child(req: dict, base_path: list[str]) -> None:  # pragma: no cover - the f
         os.dup2(new, fd)
         os.close(new)
     sys.stdin = open(os.devnull)  # noqa: SIM115 - the protocol's reader may hold read-ahead
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT
-                      else signal.SIG_DFL)
+    # a new Python process's dispositions (it ignores SIGPIPE)
+    for sig, how in ((signal.SIGINT, signal.default_int_handler),
+                     (signal.SIGTERM, signal.SIG_DFL), (signal.SIGPIPE, signal.SIG_IGN)):
+        signal.signal(sig, how)
     os.chdir(req["cwd"])
     os.environ.clear()
     os.environ.update(req["env"])

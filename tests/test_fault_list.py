@@ -94,6 +94,21 @@ def test_compare_fails_what_the_list_forbids(expect, outcome, nodeid_impl, words
 
 
 @pytest.mark.harness_only
+def test_record_of_some_areas_keeps_the_other_rows(tmp_path):
+    """--record with --area rewrites the rows of those areas only."""
+    e, _ = _entry("killed", "failed")  # area topk
+    other = {"area": "special.erfcx", "spec": "m:f", "path": "p", "select": "s",
+             "expect": "killed", "verdict": "killed", "killed_by": "t", "dtypes": []}
+    stale = {**other, "area": "topk", "spec": "m:gone"}
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps({"entries": [other, stale]}))
+    faultlist.write(path, [e], areas=["topk"])
+    assert [r["spec"] for r in faultlist.load(path)] == ["m:f", "planted.m:x"]
+    faultlist.write(path, [e])  # a whole run: the run's rows only
+    assert [r["spec"] for r in faultlist.load(path)] == ["planted.m:x"]
+
+
+@pytest.mark.harness_only
 def test_cli_against_a_list_that_forbids_a_survivor(tmp_path):
     """selftest --against exits 1 naming the listed kill that survived (a user's module whose
     'fault' is correct, listed as killed), and --record refuses to record it."""

@@ -5,6 +5,7 @@ collectives at the same time."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -72,6 +73,38 @@ def test_a_dying_rank_and_mismatched_shapes():
     mismatched = run_ranks(f"{CASES}:mismatched_shapes", world=3, timeout=5)
     assert not mismatched.ok and mismatched.restarted
     assert run_ranks(f"{CASES}:rank_sum", world=3).ok
+
+
+def test_ranks_left_out_of_step_are_named_and_join_a_new_group():
+    """Every rank returned, but one ran a collective the others did not: the outcome says
+    so with each rank's count, and the same ranks join a new group, so the next case runs
+    instead of hanging (the old group's next collective would pair different calls)."""
+    before = run_ranks(f"{CASES}:rank_sum", world=3)
+    skewed = run_ranks(f"{CASES}:extra_empty_collective", 1, world=3, timeout=20)
+    assert skewed.ok, skewed.describe()  # every rank returned
+    counts = [int(c) for c in re.findall(r"rank \d: (\d+)", skewed.out_of_step)]
+    assert len(counts) == 3 and counts[1] == counts[0] + 1 == counts[2] + 1, skewed.describe()
+    assert not skewed.restarted and "joined a new group" in skewed.describe()
+    start = time.monotonic()
+    after = run_ranks(f"{CASES}:rank_sum", world=3, timeout=20)
+    assert after.ok and [v["sum"] for v in after.values] == [6.0] * 3, after.describe()
+    assert _pids(after) == _pids(before)  # the same processes, a new group
+    assert time.monotonic() - start < 5  # no hang on the old group
+    assert not after.out_of_step and not after.restarted
+    again = run_ranks(f"{CASES}:extra_empty_collective", 2, world=3, timeout=20)
+    counts = [int(c) for c in re.findall(r"rank \d: (\d+)", again.out_of_step)]
+    assert counts[2] == counts[0] + 1 and not again.restarted, again.describe()  # again
+    assert run_ranks(f"{CASES}:rank_sum", world=3, timeout=20).ok
+
+
+def test_out_of_step_reads_the_counts():
+    from conformance.processes.ranks import _out_of_step
+
+    assert _out_of_step([4, 4, 4]) == ""
+    assert _out_of_step([None, None]) == ""  # a backend that counts nothing
+    assert _out_of_step([4, None, 4]) == ""
+    text = _out_of_step([4, 5, 4])
+    assert "rank 0: 4, rank 1: 5, rank 2: 4" in text
 
 
 def test_a_raising_rank_keeps_the_pool():

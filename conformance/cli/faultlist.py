@@ -31,12 +31,20 @@ def rows(entries: list[Entry]) -> list[dict[str, Any]]:
     return sorted(out, key=key)
 
 
-def write(path: str | Path, entries: list[Entry]) -> None:
+def write(path: str | Path, entries: list[Entry], areas: list[str] | None = None) -> None:
+    """Write the list of this run. ``areas`` (the run's ``--area`` filter): the rows of the
+    list at ``path`` outside those areas are kept, the run's replace the rest."""
     bad = [f"{e.spec}: {e.verdict}" for e in entries if not e.good]
     if bad:  # the list records a suite that kills every fault and passes every twin
         raise ValueError("not recorded, not every entry is as declared: " + "; ".join(bad))
-    Path(path).write_text(json.dumps({"entries": rows(entries)}, indent=1) + "\n",
-                          encoding="utf-8")
+    new = rows(entries)
+    if areas:
+        def ran(area: str) -> bool:
+            return any(area == a or area.startswith(a + ".") for a in areas)
+
+        kept = [r for r in load(path) if not ran(r["area"])] if Path(path).exists() else []
+        new = sorted(kept + new, key=key)
+    Path(path).write_text(json.dumps({"entries": new}, indent=1) + "\n", encoding="utf-8")
 
 
 def load(path: str | Path) -> list[dict[str, Any]]:

@@ -143,7 +143,7 @@ def _selftest(opts: argparse.Namespace) -> int:
         good = good and not problems
     if opts.record:
         try:
-            faultlist.write(opts.record, entries)
+            faultlist.write(opts.record, entries, areas=opts.area)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

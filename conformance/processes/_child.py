@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     select_device(opts.device)
     hello = {"ready": True, "pid": os.getpid(), "torch": torch.__version__}
     if opts.dist:
-        from conformance.processes.current_rank import join_group
+        from conformance.processes.current_rank import join_group, sequence
 
         hello.update(join_group(opts.dist, opts.device))
     outbox.send(hello)
@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         reply = run_case(msg["fn"], msg["args"], msg["kwargs"], pickled=True)
         if on_accelerator:  # after every case: a case may catch a device error itself
             reply["probe"] = probe_device(opts.device)
+        if opts.dist:  # after every case: the ranks must leave it in step
+            reply["sequence"] = sequence()
         _flush()
         outbox.send(reply)
 

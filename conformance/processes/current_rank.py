@@ -35,6 +35,21 @@ def join_group(spec: str, device: str) -> dict[str, Any]:
             "join_seconds": time.monotonic() - start, "warm_up": warmed}
 
 
+def rejoin(store_file: str, timeout: float) -> dict[str, Any]:
+    """Leave every process group and join a new one through ``store_file`` (same backend,
+    rank and world): the pool's way back in step after a case left the ranks' collective
+    counts apart (no rank is waiting in a collective then). The warm-up runs again."""
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
+    _SUBGROUPS.clear()
+    _GROUP.pop("pg", None)
+    spec = f"{_GROUP['backend']},{rank()},{world()},{store_file},{timeout:g}"
+    joined = join_group(spec, device())
+    return {"ok": joined["warm_up"] in ("done", "skipped"), "sequence": sequence(),
+            "warm_up": joined["warm_up"]}
+
+
 COLD_ENV = "CONFORMANCE_COLD_RANKS"  # "1": a pool whose ranks skip the warm-up
 
 
@@ -142,6 +157,16 @@ def subgroup(groups: tuple[tuple[int, ...], ...], mesh: bool = False
                     handle = made
         _SUBGROUPS[key] = (mine, handle)
     return _SUBGROUPS[key]
+
+
+def sequence() -> int | None:
+    """How many collectives this rank has issued on the case group (the backend's own
+    sequence number; None where the backend keeps none): every rank of a group that stayed
+    in step gives the same number after a case."""
+    try:
+        return int(group()._get_sequence_number_for_group())
+    except Exception:  # a backend without sequence numbers, or no group
+        return None
 
 
 def probe(timeout_s: float = 10.0) -> dict[str, Any]:

@@ -9,7 +9,9 @@ is fixed and any number of pools (xdist workers) run side by side. A pool starts
 process and is reused by every case. A rank that hangs, dies or times out fails the case
 with every rank's state; the pool is then killed (every process group) and a replacement
 starts in the background. After a case in which some rank raised, a probe collective
-checks the group; a pool whose probe fails is replaced too.
+checks the group; a pool whose probe fails is replaced too. After every case the ranks
+report their collective counts on the group; when they differ (a rank ran a collective the
+others did not) the ranks leave their groups and join a new one, or the pool is replaced.
 
 Under torchrun the same cases run on the job's own ranks instead
 (``conformance.processes.torchrun``).
@@ -40,6 +42,7 @@ GROUP_TIMEOUT = 300.0  # the backend's own collective timeout (ours is per case,
 TAIL_LINES = 6
 _WAIT_SLICE = 0.05  # seconds between checks of the deadline and of exited ranks
 PROBE = "conformance.processes.current_rank:probe"
+REJOIN = "conformance.processes.current_rank:rejoin"
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class RanksOutcome:
     world: int
     seconds: float = 0.0
     restarted: str = ""  # why the pool was replaced after this case ("" if it was not)
+    out_of_step: str = ""  # how the ranks left the case out of step ("" if they did not)
     info: dict[str, Any] = field(default_factory=dict)  # the ranks' hello (backend version)
 
     @property
@@ -70,6 +74,8 @@ class RanksOutcome:
                 f"{self.seconds:.2g} s")
         if self.restarted:
             head += f"; pool restarted: {self.restarted}"
+        if self.out_of_step and not self.restarted:
+            head += f"; {self.out_of_step}; the ranks then joined a new group"
         lines = [head]
         for rank, o in enumerate(self.outcomes):
             lines.append(f"  rank {rank} (pid {o.pid}): {o.describe()}")
@@ -113,6 +119,8 @@ class RankPool:
                    (f"--dist={backend},{r},{world},{store},{GROUP_TIMEOUT:g}",))
             for r in range(world)]
         self.ready = False
+        self.sequences: list[int | None] = []  # each rank's collective count after a case
+        self.rejoins = 0  # new groups joined after cases that left the ranks out of step
         self.info: dict[str, Any] = {}
         self.started = time.monotonic()
         self.start_seconds = 0.0
@@ -193,6 +201,8 @@ class RankPool:
                 wait(live, timeout=slice_s)
             else:
                 time.sleep(slice_s)
+        self.sequences = [None if reply is None else reply.get("sequence")
+                          for reply in replies]
         outcomes = []
         for r, child in enumerate(self.children):
             reply = replies[r]
@@ -293,14 +303,17 @@ def run_ranks(fn: Callable[..., Any] | str, *args: Any, backend: str = "gloo",
         outcomes, complete = pool.run(payload, timeout, lockstep)
         seconds = time.monotonic() - start
         restarted = ""
+        out_of_step = _out_of_step(pool.sequences) if complete else ""
         if not complete:
             restarted = "a rank hung or died"
+        elif out_of_step:  # the next collective would pair ranks' different calls: a hang
+            restarted = _rejoin(pool)  # a new group on the same ranks ("" when it worked)
         elif any(o.kind != "returned" for o in outcomes):
             restarted = _probe(pool)
         if restarted:
             _replace(key, pool, start=True)
         return RanksOutcome(tuple(outcomes), backend, str(device), int(world), seconds,
-                            restarted, dict(pool.info))
+                            restarted, out_of_step, dict(pool.info))
 
 
 def close_pool(backend: str, device: str, world: int,
@@ -313,6 +326,34 @@ def close_pool(backend: str, device: str, world: int,
         pool = _pools.pop(key, None)
     if pool is not None:
         pool.close()
+
+
+def _out_of_step(sequences: list[int | None]) -> str:
+    """"" when every rank issued as many collectives on the group as the others (or the
+    backend counts none), else the counts: a rank ran a collective the others did not (or
+    skipped one), so the group's next collective would pair different calls and hang."""
+    known = [s for s in sequences if s is not None]
+    if len(known) < 2 or len(set(known)) == 1:
+        return ""
+    counts = ", ".join(f"rank {r}: {s}" for r, s in enumerate(sequences))
+    return f"the ranks left the case out of step (collectives issued on the group: {counts})"
+
+
+def _rejoin(pool: RankPool) -> str:
+    """"" when every rank left its groups and joined a new one (a fresh rendezvous file),
+    back in step; else why not (the pool is then replaced)."""
+    pool.rejoins += 1
+    store = os.path.join(pool.dir, f"store-{pool.rejoins}")
+    outcomes, complete = pool.run(
+        pickle.dumps({"fn": REJOIN, "args": (store, GROUP_TIMEOUT), "kwargs": {}}),
+        START_TIMEOUT)
+    seqs = [o.value.get("sequence") if o.kind == "returned" else None for o in outcomes]
+    if complete and all(o.kind == "returned" and o.value.get("ok") for o in outcomes) \
+            and not _out_of_step(seqs):
+        return ""
+    bad = next((o for o in outcomes if o.kind != "returned" or not o.value.get("ok")), None)
+    return ("the ranks left the case out of step and could not join a new group ("
+            + (bad.describe() if bad else f"counts {seqs}") + ")")
 
 
 def _probe(pool: RankPool) -> str:

@@ -311,12 +311,12 @@ def runner(fn: Any, *args: Any, backend: str, device: str, world: int, timeout: 
                 time.sleep(POLL * 5)
         if not _healed(job_world):
             info["blocked"] = blocked
-            return RanksOutcome((), backend, device, job_world, 0.0, "", info)
+            return RanksOutcome((), backend, device, job_world, 0.0, "", info=info)
         n = _post({"rebuild": True})  # every rank back: a fresh group for the cases
         replies = _wait(n, job_world, _STATE["timeout"] + 30.0)
         if not all(r is True for r in replies):
             info["blocked"] = blocked + "; rebuilding the process group failed"
-            return RanksOutcome((), backend, device, job_world, 0.0, "", info)
+            return RanksOutcome((), backend, device, job_world, 0.0, "", info=info)
         _STATE["blocked"] = None
         _STATE["waited"] = False
         info["rebuilt"] = True
@@ -342,4 +342,4 @@ def runner(fn: Any, *args: Any, backend: str, device: str, world: int, timeout: 
                              f"{_STATE['timeout']:g} s), then run on a rebuilt group")
         restarted = "the job is blocked until every rank is back: " + "; ".join(stalled)
     return RanksOutcome(tuple(outcomes), backend, device, job_world,
-                        time.monotonic() - start, restarted, info)
+                        time.monotonic() - start, restarted, info=info)

@@ -73,3 +73,11 @@ def return_then_block(victim: int) -> int:
     if here.rank() != victim:
         dist.all_reduce(torch.ones(2))
     return here.rank()
+
+
+def extra_empty_collective(extra: int) -> float:
+    """Rank ``extra`` alone runs an all_reduce of an empty tensor (gloo completes it
+    without its peers), then every rank returns: the ranks leave the case out of step."""
+    if here.rank() == extra:
+        dist.all_reduce(torch.ones(0))
+    return float(here.rank())

@@ -276,3 +276,26 @@ def wait_keeps_grad(x: np.ndarray, g: np.ndarray) -> dict[str, Any]:
         else:
             fc.wait_tensor(y)
     return out
+
+
+def empty_extremum_backward(reduce_op: str, repeats: int) -> dict[str, Any]:
+    """``repeats`` times: the functional ``all_reduce_coalesced`` of one empty bfloat16
+    tensor with ``reduce_op`` (max / min), then its backward; what each call's backward
+    did on this rank ("ok" or the error's first line, numbers elided) and the group's
+    collective count after it. Every rank must end each call alike."""
+    import re
+
+    import torch.distributed._functional_collectives as fc
+
+    ends: list[str] = []
+    for _ in range(repeats):
+        x = torch.zeros(0, 1, dtype=torch.bfloat16, device=here.device()).requires_grad_(True)
+        (y,) = fc.all_reduce_coalesced([x], reduce_op, here.group())
+        y = fc.wait_tensor(y)
+        try:
+            torch.autograd.grad([y], [x], [torch.ones_like(y)])
+        except RuntimeError as exc:
+            ends.append(re.sub(r"\d+", "N", str(exc).splitlines()[0])[:120])
+        else:
+            ends.append("ok")
+    return {"rank": here.rank(), "ends": ends, "sequence": here.sequence()}

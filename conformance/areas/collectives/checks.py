@@ -1,8 +1,9 @@
 """Running a collective case on a rank pool and checking every rank against the oracle.
 
 Check names (one per kind, evaluated on every rank and output; the report keeps the worst):
-"every rank returned", "output structure", "output dtype", "forward", "output requires
-grad", "backward runs", "gradient", and for min / max / product (no gradient in torch 2.11)
+"every rank returned", "the ranks stay in step", "output structure", "output dtype",
+"forward", "output requires grad", "backward runs", "gradient", and for min / max / product
+(no gradient in torch 2.11)
 "non-linear reduction: backward raises a clear error or is correct" (a clear error passes;
 gradients, where returned, must be the oracle's).
 """
@@ -28,6 +29,10 @@ CASE_TIMEOUT = 10.0  # seconds: a hung collective fails its test after this (cas
 NON_LINEAR = ("min", "max", "product")
 CLEAR = "non-linear reduction: backward raises a clear error or is correct"
 LIST = "the input list is left as given"  # coalesced ops: no tensor of it replaced
+# every rank issued as many collectives on the group as the others: a call that makes one
+# rank run a collective the others skip (e.g. after an error on some ranks only) leaves
+# the group's next collective pairing different calls, a hang (torch 2.15, issue 64)
+IN_STEP = "the ranks stay in step"
 
 
 def run(request: pytest.FixtureRequest, fn: str, *args: Any, timeout: float = CASE_TIMEOUT,
@@ -82,6 +87,8 @@ def require_returned(record: Any, outcome: RanksOutcome) -> list[dict[str, Any]]
     bad = sum(o.kind != "returned" for o in outcome.outcomes)
     record.require(exact("every rank returned", bad, outcome.world,
                          "\n" + outcome.describe() if bad else ""))
+    record.require(exact(IN_STEP, int(bool(outcome.out_of_step)), 1,
+                         "\n" + outcome.describe() if outcome.out_of_step else ""))
     return outcome.values
 
 

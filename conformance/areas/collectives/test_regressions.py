@@ -5,6 +5,10 @@ API (not the ``--impl`` under test) and records what this torch version does.
   the functional collectives of torch 2.11 to 2.13 (fix PRs #190224, #190630 unmerged in
   those releases); the older ``torch.distributed.nn`` API differentiates it. The test
   requires the right gradient (Σ_s g_s / W): an expected failure where it raises.
+- torch 2.15.0: the new MAX / MIN backward of ``all_reduce_coalesced`` raises autograd's
+  in-place error on some ranks only when the tensors are empty; the others run the
+  tie-count collective, so the ranks leave the call out of step and the group's next
+  collective hangs (docs/results/torch-2.15.0.md). Every rank must end each call alike.
 - Waiting on a result must not detach it from autograd (``wait_tensor`` and
   ``AsyncCollectiveTensor.wait()``): the gradient through either is Σ_s g_s.
 """
@@ -101,3 +105,22 @@ def test_backend_present(comm, device, record, request):
                         device=str(device), world=2, timeout=60)
     record.note(backend=comm, backend_version=outcome.info.get("backend_version", ""))
     check_case(record, case, require_returned(record, outcome))
+
+
+@pytest.mark.area("collectives.all_reduce_coalesced")
+@pytest.mark.parametrize("reduce_op", ["max", "min"])
+def test_empty_extremum_backward_in_step(reduce_op, backend, world, device, record, request):
+    """20 calls of an empty MAX / MIN all_reduce_coalesced and its backward: every rank
+    ends each call alike (an error on all or none) and the ranks stay in step."""
+    _skip_unless_cpu_tensors(backend, world, device)
+    repeats = 20
+    outcome = run(request, "conformance.areas.collectives.cases:empty_extremum_backward",
+                  reduce_op, repeats)
+    results = require_returned(record, outcome)
+    ends = [r["ends"] for r in results]
+    differ = [i for i in range(repeats) if len({e[i] for e in ends}) > 1]
+    first = differ[0] if differ else 0
+    record.note(ends=sorted({e[first] for e in ends}))
+    record.require(exact("every rank ends each call alike", len(differ), repeats,
+                         f"calls {differ[:5]} differ: "
+                         + "; ".join(f"rank {r}: {e[first]!r}" for r, e in enumerate(ends))))

@@ -109,6 +109,15 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
                 self._reschedule(other)
             return crashitem
 
+        def _reschedule(self, node: Any) -> None:
+            """A replacement worker still collecting gets its work once its collection is
+            in (``schedule`` runs again then): xdist's scope scheduler would hand it work
+            now, when another worker dies meanwhile, and fail the run with a KeyError
+            (two workers crashing close together, issue 64)."""
+            if node not in self.registered_collections:
+                return
+            super()._reschedule(node)
+
         def _assign_work_unit(self, node: Any) -> None:
             if not self._ordered:  # the queue is complete by the first assignment
                 self._ordered = True

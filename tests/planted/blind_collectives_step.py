@@ -38,19 +38,11 @@ import torch
 import torch.distributed as dist
 
 from .blind_collectives_correct import _pg, _rank, _reduce, _size
+from .blind_collectives_ranks import _declare
 
 Tensor = torch.Tensor
 OPS4 = ["op.sum", "op.avg", "op.min", "op.max"]
 _MAX = dist.ReduceOp.MAX
-
-
-def _declare(features: list[str]) -> Any:
-    def wrap(fn: Any) -> Any:
-        fn.conformance_name = fn.__name__
-        fn.conformance_features = ["backward", *features]
-        return fn
-
-    return wrap
 
 
 def _grad(op: str, total: Tensor, mask: Tensor | None, pg: Any) -> Tensor:

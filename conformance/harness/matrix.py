@@ -8,7 +8,9 @@ checked here with the same one-line message style.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
+import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -74,7 +76,7 @@ class MustPass:
             if self.impls and not any(fnmatch.fnmatchcase(impl.name, p) for p in self.impls):
                 return f"implementation {impl.name} is not on the list"
         for patterns, reason in self.excepted:
-            if any(fnmatch.fnmatchcase(nodeid, _literal_brackets(p)) for p in patterns):
+            if matches_any(nodeid, patterns):
                 return reason
         return None
 
@@ -94,6 +96,24 @@ class DeviceSpec:
 def _literal_brackets(pattern: str) -> str:
     """Test ids contain [...]: in matrix patterns brackets are literal, only * and ? match."""
     return "".join({"[": "[[]", "]": "[]]"}.get(c, c) for c in pattern)
+
+
+@functools.cache
+def _id_regex(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One compiled regex for "any of ``patterns`` matches" (brackets literal); None for
+    no patterns. Collection asks every entry about every test id (about 700,000 times for
+    the whole suite): translating the patterns once per entry, not per question, is what
+    keeps that within a second."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(_literal_brackets(p))})"
+                               for p in patterns))
+
+
+def matches_any(text: str, patterns: tuple[str, ...]) -> bool:
+    """Whether a matrix pattern (``*`` and ``?`` wildcards, brackets literal) matches."""
+    rx = _id_regex(tuple(patterns))
+    return rx is not None and rx.match(text) is not None
 
 
 @dataclass(frozen=True)
@@ -141,8 +161,7 @@ class Rule:
         if not self.impls:
             return shipped is not None
         names = (impl.spec, *(shipped or ()))
-        return any(fnmatch.fnmatchcase(n, _literal_brackets(p)) for p in self.impls
-                   for n in names)
+        return any(matches_any(n, self.impls) for n in names)
 
     def selects_device(self, device: str, tags: frozenset[str]) -> bool:
         """Device, capability tags and package versions all select this run."""
@@ -169,10 +188,7 @@ class Rule:
         return f"{section.get(self.kind, self.kind)}[{self.index}]"
 
     def matches_id(self, nodeid: str) -> bool:
-        def hit(patterns: tuple[str, ...]) -> bool:
-            return any(fnmatch.fnmatchcase(nodeid, _literal_brackets(p)) for p in patterns)
-
-        return hit(self.patterns) and not hit(self.excepted)
+        return matches_any(nodeid, self.patterns) and not matches_any(nodeid, self.excepted)
 
     def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str],
                 impl: Any = None) -> bool:
@@ -213,14 +229,29 @@ class Matrix:
         return beyond_measured(rule.versions, self.measured.get(device, {}))
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
-        return tuple(r for r in self.rules if r.kind == kind)
+        return self._by_kind.get(kind, ())
+
+    @functools.cached_property
+    def _by_kind(self) -> dict[str, tuple[Rule, ...]]:
+        kinds: dict[str, list[Rule]] = {}
+        for rule in self.rules:
+            kinds.setdefault(rule.kind, []).append(rule)
+        return {kind: tuple(rules) for kind, rules in kinds.items()}
 
     def applicable(
         self, kind: str, nodeid: str, area: str, device: str, tags: frozenset[str],
         impl: Any = None,
     ) -> list[Rule]:
         """The ``kind`` entries that apply to a test (of implementation ``impl``, an Impl)."""
-        return [r for r in self.rules_of(kind) if r.applies(nodeid, area, device, tags, impl)]
+        return [r for r in self._of_area(kind, area)
+                if r.applies(nodeid, area, device, tags, impl)]
+
+    def _of_area(self, kind: str, area: str) -> tuple[Rule, ...]:
+        """The ``kind`` entries about ``area`` (collection asks per test; kept per area)."""
+        cache = self.__dict__.setdefault("_area_rules", {})
+        if (kind, area) not in cache:
+            cache[kind, area] = tuple(r for r in self.rules_of(kind) if r.covers(area))
+        return cache[kind, area]
 
 
 class _DuplicateKey(yaml.MarkedYAMLError):

@@ -7,6 +7,7 @@ with the case that produced it.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -43,7 +44,7 @@ def reproduce_command(nodeid: str, args: list[str], path: str | Path | None = No
     ``planted.*`` from tests/)."""
     target = nodeid
     if path is not None and "::" in nodeid:
-        target = f"{Path(path).resolve()}::{nodeid.split('::', 1)[1]}"
+        target = f"{_resolved(str(path))}::{nodeid.split('::', 1)[1]}"
     args = [_absolute_matrix(a) for a in args]
     specs = [a.split("=", 2)[2] for a in args if a.startswith("--impl=") and a.count("=") >= 2]
     roots = import_roots([*specs, *([impl_spec] if impl_spec else [])])
@@ -53,7 +54,7 @@ def reproduce_command(nodeid: str, args: list[str], path: str | Path | None = No
 
 def _absolute_matrix(arg: str) -> str:
     if arg.startswith("--device-matrix="):
-        return f"--device-matrix={Path(arg.split('=', 1)[1]).resolve()}"
+        return f"--device-matrix={_resolved(arg.split('=', 1)[1])}"
     return arg
 
 
@@ -89,9 +90,20 @@ def _origin(top: str) -> str | None:
             spec = importlib.util.find_spec(top)
         except (ImportError, ValueError):
             return None
-        return str(Path(spec.origin).resolve()) if spec and spec.origin else None
+        return _resolved(spec.origin) if spec and spec.origin else None
     path = getattr(module, "__file__", None)
-    return str(Path(path).resolve()) if path else None
+    return _resolved(path) if path else None
+
+
+def _resolved(path: str) -> str:
+    """``path`` made absolute with its links resolved; an absolute path is resolved once
+    (every collected test's reproducer names its file and the run's matrix)."""
+    return _resolved_absolute(path) if os.path.isabs(path) else str(Path(path).resolve())
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved_absolute(path: str) -> str:
+    return str(Path(path).resolve())
 
 
 _FIND = """import importlib.util, json, pathlib, sys

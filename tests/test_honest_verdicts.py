@@ -131,6 +131,27 @@ def test_segfault_in_process_leaves_a_journal_that_becomes_the_report(tmp_path):
     _shows_everywhere(tmp_path, "INCOMPLETE")
 
 
+def test_os_exit_zero_mid_test_in_process_is_no_success(tmp_path):
+    """Issue 64: with ``-n 0`` a library that calls ``os._exit(0)`` mid-test ended the run
+    with status 0 and no verdict. The process now ends with status 71, the crash file names
+    the test, and the report written from the journal says it crashed."""
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", TOPK, *SELECT,
+           "--no-builtins", "--impl=topk=planted.blind_run_breakers:exit_zero_silently",
+           "-n", "0", f"--report={tmp_path / 'r'}"]
+    run = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path), capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert run.returncode == 71, (run.returncode, run.stderr[-2000:])
+    assert "os._exit(0) called mid-test" in run.stderr, run.stderr[-2000:]
+    rebuilt = subprocess.run([sys.executable, "-m", "conformance.cli", "report",
+                              str(tmp_path / "r")], env=_env(tmp_path), capture_output=True,
+                             text=True, check=False)
+    assert rebuilt.returncode == 2 and "INCOMPLETE" in rebuilt.stdout, rebuilt.stdout
+    report = _report(tmp_path)
+    _one_outcome_each(report)
+    (crashed,) = [r for r in report["results"] if r["outcome"] == "crashed"]
+    assert "called os._exit(0)" in crashed["reason"], crashed["reason"]
+
+
 def test_the_next_run_into_the_directory_writes_the_dead_runs_report_first(tmp_path):
     _pytest(tmp_path, "segfault", "-n", "0")
     run = _pytest(tmp_path, "slow", "-n", "0", "-k", "test_invalid_k_raises")

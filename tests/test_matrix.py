@@ -168,6 +168,43 @@ def test_except_patterns_leave_ids_out(tmp_path):
     assert not rule.applies("x.py::test_a[impl-bfloat16]", "demo", "cpu", frozenset())
 
 
+
+def test_an_entry_naming_the_shipped_one_in_its_match_applies_to_a_declared_wrapper(tmp_path):
+    """Issue 64: an entry whose ``match`` names the shipped implementation in the test id
+    (``*::test_b[torch.special.erfcx-*]``) applies to a wrapper that declares it calls it
+    (``conformance_wraps``), under the wrapper's own id; not to a plain wrapper, nor to a
+    wrapper of another, nor where the name is only part of a parameter."""
+    from types import SimpleNamespace
+
+    data = _broken(expected_failures=[{
+        "area": "demo", "match": "*::test_b[torch.special.erfcx-*]",
+        "except": ["*::test_b[torch.special.erfcx-float16]"],
+        "reason": "torch's bug", "link": "https://example.org/2",
+        "expect": {"check": "*"}}])
+    (rule,) = load_matrix(_write(tmp_path, data)).rules_of("expected_failure")
+
+    def impl(name: str, origin: str, wraps: tuple[str, str] | None) -> SimpleNamespace:
+        shipped = (name, "impls.special:erfcx") if origin == "builtin" else wraps
+        return SimpleNamespace(name=name, origin=origin, wraps=wraps, spec=f"m:{name}",
+                               shipped_as=shipped)
+
+    erfcx = ("torch.special.erfcx", "impls.special:erfcx")
+    builtin = impl("torch.special.erfcx", "builtin", None)
+    declared = impl("mine-erfcx", "--impl", erfcx)
+    plain = impl("mine-erfcx", "--impl", None)
+    other = impl("mine-erfcx", "--impl", ("torch.erfc", "impls.special:erfc"))
+    at = "x.py::test_b[{}-float64]"
+    assert rule.applies(at.format(builtin.name), "demo", "cpu", frozenset(), builtin)
+    assert rule.applies(at.format(declared.name), "demo", "cpu", frozenset(), declared)
+    assert not rule.applies(at.format(plain.name), "demo", "cpu", frozenset(), plain)
+    assert not rule.applies(at.format(other.name), "demo", "cpu", frozenset(), other)
+    # the entry's except list is read on the same id
+    assert not rule.applies("x.py::test_b[mine-erfcx-float16]", "demo", "cpu", frozenset(),
+                            declared)
+    # the name must be a whole parameter, not a piece of one
+    assert not rule.applies("x.py::test_b[xmine-erfcx-float64]", "demo", "cpu", frozenset(),
+                            declared)
+
 def test_broken_matrix_exits_4_with_one_line(suite, tmp_path):
     path = _write(tmp_path, _broken(devices__cpu__dtypes=["float17"]))
     run = suite("--device=cpu", f"--device-matrix={path}", "--co", "-q", report=False)

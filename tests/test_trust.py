@@ -44,6 +44,7 @@ OUTSIDE = [
     "--impl=indexing.embedding_bag=planted.trust_impls:plain_wrapper",
     "--impl=indexing.embedding_bag=planted.trust_impls:declared_wrapper",
     "--impl=export=planted.outside_impls:torchscript",
+    "--impl=special.erfcx=planted.trust_impls:declared_erfcx",
 ]
 
 
@@ -51,9 +52,11 @@ OUTSIDE = [
 def whose_bug(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("whose-bug")
     areas = ROOT / "conformance" / "areas"
-    paths = [str(areas / "indexing"), str(areas / "export" / "test_export.py")]
+    paths = [str(areas / "indexing"), str(areas / "export" / "test_export.py"),
+             str(areas / "special")]
     run = run_suite([*paths, *OUTSIDE, "-n", "2", "-q", "-k",
-                     "test_compiled or offset_decreasing or (roundtrip and rnn_ and seq)"],
+                     "test_compiled or offset_decreasing or (roundtrip and rnn_ and seq) "
+                     "or test_backward_huge or test_backward_large"],
                     tmp, timeout=900)
     assert run.report is not None, run.output[-3000:]
     return {r["nodeid"]: r for r in run.report["results"]}
@@ -90,6 +93,14 @@ def test_outside_implementations_pass_where_torch_is_expected_to_fail(whose_bug)
     declared = _of(whose_bug, "user.embedding_bag_declared", "offset_decreasing")
     assert {r["outcome"] for r in declared} == {"expected-fail"}
     assert all(r["matrix_entries"] for r in declared)
+    # entries that name the shipped one in their match (test_backward_large[torch.special.
+    # erfcx-*]) reach a declared wrapper's ids too: its outcomes are the shipped one's
+    for words in ("test_backward_large", "test_backward_huge"):
+        shipped = {r["nodeid"].replace("torch.special.erfcx", "X"): r["outcome"]
+                   for r in _of(whose_bug, "torch.special.erfcx", words)}
+        wrapped = {r["nodeid"].replace("user.erfcx_declared", "X"): r["outcome"]
+                   for r in _of(whose_bug, "user.erfcx_declared", words)}
+        assert wrapped == shipped and "expected-fail" in shipped.values(), (shipped, wrapped)
 
 
 # ---- the suite's version, from git -------------------------------------------------------

@@ -192,9 +192,27 @@ class Rule:
 
     def applies(self, nodeid: str, area: str, device: str, tags: frozenset[str],
                 impl: Any = None) -> bool:
-        if not self.covers(area) or not self.patterns or not self.matches_id(nodeid):
+        if not self.covers(area) or not self.patterns:
             return False
+        if not self.matches_id(nodeid):
+            shipped = as_shipped(nodeid, impl)
+            if shipped is None or not self.matches_id(shipped):
+                return False
         return self.matches_impl(impl) and self.selects_device(device, tags)
+
+
+def as_shipped(nodeid: str, impl: Any) -> str | None:
+    """A declared wrapper's test id as the implementation it wraps would have it: its name
+    among the id's parameters replaced by the wrapped one's (an entry that names the
+    shipped implementation in its ``match``, ``*::test_x[torch.special.erfcx-*]``, then
+    applies to the wrapper too, as the plug-in contract says); None for any other."""
+    wraps = getattr(impl, "wraps", None) if impl is not None else None
+    if not wraps or impl.origin == "builtin" or "[" not in nodeid:
+        return None
+    head, params = nodeid.split("[", 1)
+    token = re.compile(rf"(^|-){re.escape(impl.name)}(?=-|\]$)")
+    replaced, count = token.subn(lambda m: m.group(1) + wraps[0], params, count=1)
+    return f"{head}[{replaced}" if count else None
 
 
 @dataclass(frozen=True)

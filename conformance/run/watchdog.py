@@ -20,11 +20,13 @@ sets one for every test (0 turns the watchdog off).
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -33,6 +35,8 @@ from conformance.run import device_health
 from conformance.run.keys import ITEM_META
 
 DEFAULT_TIMEOUT_S = 60.0
+EXITED_MID_TEST = "torch-conformance: os._exit(0) called mid-test:"
+EXIT_MID_TEST_STATUS = 71  # what a process ends with when a test called os._exit(0)
 PROFILE_FACTOR = {"ci": 1.0, "dev": 3.0, "thorough": 10.0}
 MANIFEST = "manifest.json"
 MUST_PASS_FILE = "must_pass.json"  # the must-pass tests collected (before deselection)
@@ -124,11 +128,38 @@ class Watchdog:
             os.write(self.fd, (header + "\n").encode())
         if seconds and self.fd is not None:
             faulthandler.dump_traceback_later(seconds, exit=True, file=self.fd)
+        real_exit = os._exit
+        os._exit = self._exit_guard(item, real_exit)
         try:
             return (yield)
         finally:
+            os._exit = real_exit
             if seconds and self.fd is not None:
                 faulthandler.cancel_dump_traceback_later()
+
+    def _exit_guard(self, item: pytest.Item, real_exit: Callable[[int], NoReturn]
+                    ) -> Callable[[int], NoReturn]:
+        """``os._exit`` while a test runs: a test (a library it calls) that ends this process
+        with status 0 would end a ``-n 0`` run "successfully" with no verdict; the process
+        ends with status 71 instead, the crash file saying why. Forked children (same
+        function, other pid) and other statuses pass through unchanged."""
+        pid = os.getpid()
+
+        def guarded(status: int) -> NoReturn:
+            if status == 0 and os.getpid() == pid:
+                line = f"{EXITED_MID_TEST} {item.nodeid}"
+                if self.fd is not None:
+                    os.write(self.fd, f"{line}\n".encode())
+                capture = self.config.pluginmanager.getplugin("capturemanager")
+                with contextlib.suppress(Exception):  # pytest's capture holds fd 2
+                    capture.suspend_global_capture(in_=True)
+                with contextlib.suppress(OSError):
+                    os.write(2, f"\n{line}: the run did not finish (exit "
+                                f"{EXIT_MID_TEST_STATUS})\n".encode())
+                real_exit(EXIT_MID_TEST_STATUS)
+            real_exit(status)
+
+        return guarded
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
@@ -186,6 +217,10 @@ def read_crash(path: Path) -> dict[str, Any] | None:
         return {"nodeid": header["nodeid"], "outcome": "timed-out", "stack": stack,
                 "reason": f"timed out after {seconds:g} s ({where}; the per-test watchdog: "
                           "--test-timeout, or the matrix area's timeout_s)"}
+    if stack.startswith(EXITED_MID_TEST):
+        return {"nodeid": header["nodeid"], "outcome": "crashed", "stack": "",
+                "reason": f"crashed: the test called os._exit(0) ({where}): the process "
+                          f"ended mid-test with no result"}
     if stack.startswith(device_health.POISONED):
         why = stack.splitlines()[0].removeprefix(device_health.POISONED).strip()
         return {"nodeid": header["nodeid"], "outcome": "crashed", "stack": "",

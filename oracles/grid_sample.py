@@ -38,9 +38,10 @@ NaN/inf coordinate gives NaN for bilinear (the weights are NaN, the taps read 0,
 but 0 for nearest (the tap is out of range, nothing is multiplied); bicubic gives NaN for any
 padding (its weights use the unpadded coordinate). Huge finite coordinates read 0 (zeros).
 Beyond |p| ~ 2^52, k + 0.5 rounds to k, so a reflected bicubic tap can land on a half-integer:
-the AVX2/AVX512 kernels round it to even, ATEN_CPU_CAPABILITY=default truncates; the oracle
-rounds (np.rint). torch's scalar CPU fallback (float32 with > 2^31 gather offsets) differs:
-it clips NaN to size - 1 and gives 0 for bilinear zeros (CUDA's scalar kernel: not checked).
+the AVX2/AVX512 kernels of torch 2.11-2.14 round it to even, ATEN_CPU_CAPABILITY=default
+(and from 2.15.0 the vector kernels too) truncates; the oracle rounds (np.rint). torch's
+scalar CPU fallback (float32 with > 2^31 gather offsets) differs: it clips NaN to size - 1
+and gives 0 for bilinear zeros (CUDA's scalar kernel: not checked).
 Backward for non-finite grids: the oracle matches torch wherever torch's backward runs. torch's
 CPU backward for bilinear crashes (SIGSEGV) with NaN under border and NaN/+-inf under
 reflection: its backward clip propagates NaN (the forward's does not), and the NaN tap

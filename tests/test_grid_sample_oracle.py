@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from numpy.testing import assert_allclose, assert_array_equal
+from packaging.version import Version
 
 from oracles import grid_sample as gs
 
@@ -243,8 +244,19 @@ def test_nonfinite_grid_semantics():
                 assert_array_equal(ours, torch_fwd(x, gv, mode, pad, False))
 
 
+TORCH_2_15 = Version(torch.__version__.split("+")[0]) >= Version("2.15")
+
+
+@pytest.mark.torch_release
 @pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() == "DEFAULT",
                     reason="the scalar kernel truncates a half-integer tap, the vector ones round")
+@pytest.mark.xfail(TORCH_2_15, strict=True, reason=(
+    "torch's change, measured on 2.15.0+cu132 (AVX2) against 2.14.1 and 2.11.0: its vector "
+    "CPU kernel now truncates a half-integer reflected bicubic tap as its scalar kernel "
+    "always did (grid_sample's coordinate code was reworked with 5-D bicubic, "
+    "https://github.com/pytorch/pytorch/pull/194787); the oracle rounds, as the vector "
+    "kernels of 2.11-2.14 did. Past 2^52 neither is the exact value: an ill-conditioned "
+    "corner the area's checks do not draw"))
 def test_huge_reflected_bicubic_taps_round():
     # beyond 2^52, k + 0.5 rounds to k: the reflected tap lands on a half-integer
     x = np.random.default_rng(0).standard_normal((1, 1, 5, 7))

@@ -45,6 +45,7 @@ from conformance.areas.samplers.data import (
 from conformance.areas.samplers.dependence import (
     RESOLUTION,
     TAIL_QUANTILES,
+    collision_test,
     magnitude_serial,
     pair_chisquare,
     resolution_test,
@@ -222,14 +223,17 @@ class SamplerTests(StreamChecks):
         goodness_of_fit(fam, o, x, fmt_of(dtype))
         fam.require(repeat_test(o.u(x), f"no repeated blocks in the view ({spec.method})"))
 
-    @stat_checks(1)
+    @stat_checks(2)
     def test_resolution(self, impl, dtype, device, record, rng):
         """float64 draws carry float64 resolution (at most one in 2^20 is a float32 value),
         float32 draws float32 resolution (at most one in 2^8 a float16 or bfloat16 value):
         a law computed in a narrower type and cast fails with certainty at n =
         RESOLUTION_N, and so does a float64 uniform_ from 32 random bits (about 1 % of its
-        draws are float32 values). 16-bit draws: the chi-square over every representable
-        value (test_goodness_of_fit) is their resolution test."""
+        draws are float32 values). float64 draws also repeat an earlier draw no more than a
+        law with 40 bits of resolution would: one built on 32 random bits repeats ~74 at
+        RESOLUTION_N even where its values are not float32 ones. 16-bit draws: the
+        chi-square over every representable value (test_goodness_of_fit) is their
+        resolution test."""
         spec = self.spec
         if dtype not in RESOLUTION or oracle(spec.method, spec.main).discrete:
             unsupported(f"resolution is checked for continuous laws in float32 and float64 "
@@ -239,7 +243,10 @@ class SamplerTests(StreamChecks):
         params = params_of(spec, spec.main, dtype)
         record.case(method=spec.method, params=params, n=RESOLUTION_N, generator_seed=seed)
         t = draw(impl, (RESOLUTION_N,), dtype, device, params, seed, record, spec.method)
-        Family(record, 1).require(resolution_test(t, f"{spec.method}{spec.main}"))
+        fam = Family(record, 2)
+        fam.require(resolution_test(t, f"{spec.method}{spec.main}"))
+        if dtype == torch.float64:
+            fam.require(collision_test(t, f"{spec.method}{spec.main}"))
 
     @F32
     def test_parameter_validation(self, impl, dtype, device, record):

@@ -171,7 +171,7 @@ RESOLUTION = {torch.float64: ((torch.float32,), 2.0**-20),
 # torch builds float64 draws from 53-bit uniforms (2^-53 for uniform_; the transforms of the
 # other laws merge grid points only where they compress, in the far tails); 2^-40 asks for
 # 40 bits of resolution, a factor 2^13 from torch's. Measured: no repeated value in 2^20
-# draws of any float64 law of torch 2.11.0 and 2.14.1 (a 32-bit uniform: 119-146).
+# draws of any float64 law of torch 2.11.0, 2.14.1, 2.15.0 (a 32-bit uniform: 119-146).
 COLLISION_RATE = 2.0**-40
 
 

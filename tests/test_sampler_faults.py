@@ -151,20 +151,23 @@ def test_tail_dependence_stream_and_remainder_faults_are_flagged(suite):
         assert len(rows) >= 8 and not bad, (twin, len(rows), bad)
 
 
-def test_a_float64_law_from_32_random_bits_is_flagged_by_its_repeats(suite):
-    """Issue 64: -log(u) in float64 with u from 32 random bits has the right law to 2^-32
-    and values that are not float32 ones (the representable count passes), but only 2^32
-    distinct values: test_resolution's repeat count flags it (66 repeats against 0.29
-    expected at seed 0); torch's exponential_ (53-bit uniforms) repeats none."""
+@pytest.mark.parametrize("dtype,fault", [("float64", "exponential_32bit_uniform"),
+                                         ("float32", "exponential_20bit_uniform")])
+def test_a_law_from_too_few_random_bits_is_flagged_by_its_repeats(suite, dtype, fault):
+    """Issue 64: -log(u) with u from 32 random bits in float64 (20 in float32) has the right
+    law to 2^-32 (2^-20) and values that are not those of a narrower format (the
+    representable count passes), but too few distinct values: test_resolution's repeat
+    count flags it (float64: 66 repeats against at most 0.29 expected at the run's seed;
+    float32: about 240,000 against at most 76,000); torch's exponential_ passes."""
     run = suite(str(SUITE / "samplers"), "-n", "0", "-q", "--no-builtins", "-k",
-                "TestExponential and test_resolution and float64",
-                "--impl=sampler.exponential=planted.sampler_faults:exponential_32bit_uniform",
+                f"TestExponential and test_resolution and {dtype}",
+                f"--impl=sampler.exponential=planted.sampler_faults:{fault}",
                 "--impl=sampler.exponential=impls.samplers:exponential")
     assert run.returncode == 1, run.output[-3000:]
     results = run.by_impl()
-    (fault,) = results["planted.exponential_32bit_uniform"]
-    assert fault["outcome"] == "failed", fault
-    failed = [c["name"] for c in fault["checks"] if c["failures"]]
+    (row,) = results[f"planted.{fault}"]
+    assert row["outcome"] == "failed", row
+    failed = [c["name"] for c in row["checks"] if c["failures"]]
     assert failed == ["resolution: draws that repeat an earlier draw (exponential_(2.0,))"], \
         failed
     (twin,) = results["torch.exponential_"]

@@ -15,10 +15,10 @@
 - ``resolution_test``: how many float64 (float32) draws are representable in float32 (in
   float16 or bfloat16), against at most one in 2^20 (one in 2^8): a law computed in the
   narrower type and cast, or built on too few random bits, is representable far more often.
-- ``collision_test``: how many float64 draws repeat an earlier one, against a law with at
-  least 40 bits of resolution: a law built on 32 random bits repeats ~n^2 / 2^33 values
-  (74 at RESOLUTION_N) even where its values are not float32 ones (``-log`` of a 32-bit
-  uniform), which ``resolution_test`` cannot see.
+- ``collision_test``: how many draws repeat an earlier one, against a law with at least 40
+  (float64) or 22 (float32) bits of resolution: a law built on 32 (20) random bits repeats
+  about 75 (240,000) values at RESOLUTION_N even where its values are not those of a
+  narrower format (``-log`` of a 32-bit uniform), which ``resolution_test`` cannot see.
 - ``call_overlaps``: for large consecutive calls, windows of the next call (at a few
   anchors) searched in the whole previous call on the device: a generator whose counter
   advances less than a call consumes repeats the previous call's values.
@@ -167,27 +167,34 @@ RESOLUTION = {torch.float64: ((torch.float32,), 2.0**-20),
               torch.float32: ((torch.float16, torch.bfloat16), 2.0**-8)}
 
 
-# float64: the most probability two independent draws may have of being equal, sum_v p(v)^2.
-# torch builds float64 draws from 53-bit uniforms (2^-53 for uniform_; the transforms of the
-# other laws merge grid points only where they compress, in the far tails); 2^-40 asks for
-# 40 bits of resolution, a factor 2^13 from torch's. Measured: no repeated value in 2^20
-# draws of any float64 law of torch 2.11.0, 2.14.1, 2.15.0 (a 32-bit uniform: 119-146).
-COLLISION_RATE = 2.0**-40
+# The most probability two independent draws may have of being equal, sum_v p(v)^2, per
+# dtype. torch builds float64 draws from 53-bit uniforms (2^-53 for uniform_; the transforms
+# of the other laws merge grid points only where they compress, in the far tails): 2^-40
+# asks for 40 bits of resolution, a factor 2^13 from torch's. float32 draws come from 24-bit
+# uniforms: torch's uniform_ repeats at 0.97 of the 2^-24 grid's rate, its other laws at
+# 0.14-0.38 of it; 2^-22 asks for 22 bits, which a 23-bit construction (the [1, 2) - 1
+# mantissa fill) meets. Measured on torch 2.11.0, 2.14.1, 2.15.0 at n = 800,013: no float64
+# law repeats a value in 2^20 draws (a 32-bit uniform: 119-146); float32 as above.
+COLLISION_RATE = {torch.float64: 2.0**-40, torch.float32: 2.0**-22}
+COLLISION_BITS = {torch.float64: 32, torch.float32: 20}  # what the detail line compares
 
 
 def collision_test(t: torch.Tensor, label: str) -> TestResult:
-    """A one-sided exact Poisson test on the number of float64 draws equal to an earlier
-    draw (counted on the device, sorted): at most n(n-1)/2 * COLLISION_RATE expected."""
+    """A one-sided exact Poisson test on the number of draws equal to an earlier draw
+    (counted on the device, sorted): at most n(n-1)/2 * COLLISION_RATE[dtype] expected.
+    A law with too few random bits repeats values whatever the values look like."""
     flat = t.reshape(-1)
     with torch.no_grad():
         ordered = torch.sort(flat).values
         count = int((ordered[1:] == ordered[:-1]).sum())
-    n = flat.numel()
-    lam = n * (n - 1) / 2 * COLLISION_RATE
+    n, rate, bits = flat.numel(), COLLISION_RATE[t.dtype], COLLISION_BITS[t.dtype]
+    pairs = n * (n - 1) / 2
+    lam = pairs * rate
+    few = min(pairs * 2.0**-bits, n - 2.0**bits * -math.expm1(-n / 2.0**bits))
     p = float(sps.poisson.sf(count - 1, lam)) if count else 1.0
     return TestResult(f"resolution: draws that repeat an earlier draw ({label})", count, p, n,
-                      f"observed {count}, at most {lam:.3g} expected (40 bits of resolution;"
-                      f" 32 random bits would give about {n * (n - 1) / 2 * 2.0**-32:.0f})")
+                      f"observed {count}, at most {lam:.3g} expected ({-math.log2(rate):.0f} "
+                      f"bits of resolution; {bits} random bits would give about {few:.0f})")
 
 
 def resolution_test(t: torch.Tensor, label: str) -> TestResult:

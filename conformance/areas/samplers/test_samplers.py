@@ -229,9 +229,10 @@ class SamplerTests(StreamChecks):
         float32 draws float32 resolution (at most one in 2^8 a float16 or bfloat16 value):
         a law computed in a narrower type and cast fails with certainty at n =
         RESOLUTION_N, and so does a float64 uniform_ from 32 random bits (about 1 % of its
-        draws are float32 values). float64 draws also repeat an earlier draw no more than a
-        law with 40 bits of resolution would: one built on 32 random bits repeats ~74 at
-        RESOLUTION_N even where its values are not float32 ones. 16-bit draws: the
+        draws are float32 values). The draws also repeat an earlier draw no more than a law
+        with 40 (float64) or 22 (float32) bits of resolution would: one built on 32 (20)
+        random bits repeats ~75 (~240,000) at RESOLUTION_N even where its values are not
+        those of a narrower format. 16-bit draws: the
         chi-square over every representable value (test_goodness_of_fit) is their
         resolution test."""
         spec = self.spec
@@ -245,8 +246,7 @@ class SamplerTests(StreamChecks):
         t = draw(impl, (RESOLUTION_N,), dtype, device, params, seed, record, spec.method)
         fam = Family(record, 2)
         fam.require(resolution_test(t, f"{spec.method}{spec.main}"))
-        if dtype == torch.float64:
-            fam.require(collision_test(t, f"{spec.method}{spec.main}"))
+        fam.require(collision_test(t, f"{spec.method}{spec.main}"))
 
     @F32
     def test_parameter_validation(self, impl, dtype, device, record):

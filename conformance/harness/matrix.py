@@ -264,12 +264,16 @@ class Matrix:
         return [r for r in self._of_area(kind, area)
                 if r.applies(nodeid, area, device, tags, impl)]
 
+    @functools.cached_property
+    def _area_rules(self) -> dict[tuple[str, str], tuple[Rule, ...]]:
+        return {}  # (kind, area) -> its entries, filled by _of_area
+
     def _of_area(self, kind: str, area: str) -> tuple[Rule, ...]:
         """The ``kind`` entries about ``area`` (collection asks per test; kept per area)."""
-        cache = self.__dict__.setdefault("_area_rules", {})
-        if (kind, area) not in cache:
-            cache[kind, area] = tuple(r for r in self.rules_of(kind) if r.covers(area))
-        return cache[kind, area]
+        if (kind, area) not in self._area_rules:
+            self._area_rules[kind, area] = tuple(r for r in self.rules_of(kind)
+                                                 if r.covers(area))
+        return self._area_rules[kind, area]
 
 
 class _DuplicateKey(yaml.MarkedYAMLError):

@@ -175,7 +175,7 @@ RESOLUTION = {torch.float64: ((torch.float32,), 2.0**-20),
 # 0.14-0.38 of it; 2^-22 asks for 22 bits, which a 23-bit construction (the [1, 2) - 1
 # mantissa fill) meets. Measured on torch 2.11.0, 2.14.1, 2.15.0 at n = 800,013: no float64
 # law repeats a value in 2^20 draws (a 32-bit uniform: 119-146); float32 as above.
-COLLISION_RATE = {torch.float64: 2.0**-40, torch.float32: 2.0**-22}
+COLLISION_RATE = {torch.float64: 2.0**-40, torch.float32: 4 * GRID_COLLISION}
 COLLISION_BITS = {torch.float64: 32, torch.float32: 20}  # what the detail line compares
 
 
@@ -188,9 +188,8 @@ def collision_test(t: torch.Tensor, label: str) -> TestResult:
         ordered = torch.sort(flat).values
         count = int((ordered[1:] == ordered[:-1]).sum())
     n, rate, bits = flat.numel(), COLLISION_RATE[t.dtype], COLLISION_BITS[t.dtype]
-    pairs = n * (n - 1) / 2
-    lam = pairs * rate
-    few = min(pairs * 2.0**-bits, n - 2.0**bits * -math.expm1(-n / 2.0**bits))
+    lam = n * (n - 1) / 2 * rate
+    few = n + 2.0**bits * math.expm1(-n / 2.0**bits)  # n less the expected distinct values
     p = float(sps.poisson.sf(count - 1, lam)) if count else 1.0
     return TestResult(f"resolution: draws that repeat an earlier draw ({label})", count, p, n,
                       f"observed {count}, at most {lam:.3g} expected ({-math.log2(rate):.0f} "

@@ -232,9 +232,8 @@ class SamplerTests(StreamChecks):
         draws are float32 values). The draws also repeat an earlier draw no more than a law
         with 40 (float64) or 22 (float32) bits of resolution would: one built on 32 (20)
         random bits repeats ~75 (~240,000) at RESOLUTION_N even where its values are not
-        those of a narrower format. 16-bit draws: the
-        chi-square over every representable value (test_goodness_of_fit) is their
-        resolution test."""
+        those of a narrower format. 16-bit draws: the chi-square over every representable
+        value (test_goodness_of_fit) is their resolution test."""
         spec = self.spec
         if dtype not in RESOLUTION or oracle(spec.method, spec.main).discrete:
             unsupported(f"resolution is checked for continuous laws in float32 and float64 "

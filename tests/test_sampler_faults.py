@@ -158,7 +158,7 @@ def test_a_law_from_too_few_random_bits_is_flagged_by_its_repeats(suite, dtype, 
     law to 2^-32 (2^-20) and values that are not those of a narrower format (the
     representable count passes), but too few distinct values: test_resolution's repeat
     count flags it (float64: 66 repeats against at most 0.29 expected at the run's seed;
-    float32: about 240,000 against at most 76,000); torch's exponential_ passes."""
+    float32: about 240,000 against at most 38,000); torch's exponential_ passes."""
     run = suite(str(SUITE / "samplers"), "-n", "0", "-q", "--no-builtins", "-k",
                 f"TestExponential and test_resolution and {dtype}",
                 f"--impl=sampler.exponential=planted.sampler_faults:{fault}",
@@ -263,3 +263,36 @@ def test_blind_generator_faults_are_killed_and_twins_pass(suite):
         rows = results.get(f"blind.{name}", [])
         assert len(rows) == 16 and all(r["outcome"] == "passed" for r in rows), \
             (name, [(r["nodeid"], r["outcome"], (r["reason"] or "")[:200]) for r in rows])
+
+
+# issue 64's blind round for the repeat count (tests/planted/blind_sampler_bits.py, written
+# without reading the checks): (fault, dtype) -> the test_resolution check that kills it by
+# construction; uniform_float64_two_words_shared (consecutive values share bits) survives
+# every sampler check and is listed, not asserted killed
+BITS_KILLS = {
+    ("exponential_mantissa_fill_lost_bit", "float32"): "draws that repeat an earlier draw",
+    ("log_normal_lut_quantised_inverse_cdf", "float32"): "draws that repeat an earlier draw",
+    ("log_normal_lut_quantised_inverse_cdf", "float64"): "draws that repeat an earlier draw",
+    ("cauchy_counter_wraps_at_2_16", "float32"): "draws that repeat an earlier draw",
+    ("cauchy_counter_wraps_at_2_16", "float64"): "draws that repeat an earlier draw",
+    ("normal_float32_intermediate_box_muller", "float64"): "draws representable in float32",
+}
+
+
+@pytest.mark.harness_only  # our planted samplers only; torch's behaviour is not involved
+def test_blind_few_bits_faults_are_killed_by_resolution_and_the_twin_passes(suite):
+    from tests.planted.blind_sampler_bits import FAULTS, TWINS
+
+    impls = [f"--impl=sampler.{law}=planted.blind_sampler_bits:{name}"
+             for law, name, *_ in [*FAULTS, *TWINS]]
+    run = suite(str(SUITE / "samplers"), "-n", "0", "-q", "--no-builtins", "-k",
+                "test_resolution", *impls)
+    assert run.returncode == 1, run.output[-3000:]
+    results = run.by_impl()
+    for (name, dtype), check in BITS_KILLS.items():
+        (row,) = [r for r in results[f"blind.{name}"] if r["dtype"] == dtype]
+        failed = [c["name"] for c in row["checks"] if c["failures"]]
+        assert row["outcome"] == "failed" and any(check in f for f in failed), (name, row)
+    for _, name in TWINS:
+        rows = [r for r in results[f"blind.{name}"] if r["dtype"] in ("float32", "float64")]
+        assert len(rows) == 2 and all(r["outcome"] == "passed" for r in rows), rows

@@ -230,7 +230,7 @@ class SamplerTests(StreamChecks):
         a law computed in a narrower type and cast fails with certainty at n =
         RESOLUTION_N, and so does a float64 uniform_ from 32 random bits (about 1 % of its
         draws are float32 values). The draws also repeat an earlier draw no more than a law
-        with 40 (float64) or 22 (float32) bits of resolution would: one built on 32 (20)
+        with 40 (float64) or 23 (float32) bits of resolution would: one built on 32 (20)
         random bits repeats ~75 (~240,000) at RESOLUTION_N even where its values are not
         those of a narrower format. 16-bit draws: the chi-square over every representable
         value (test_goodness_of_fit) is their resolution test."""

@@ -21,6 +21,9 @@ from tests.conftest import SUITE, TESTS
 
 TOPK = str(SUITE / "topk" / "test_topk.py")
 SELECT = ["-k", "float32 or int64"]  # ~70 tests: enough calls to break at the 30th
+# no test path given (what the usage checks are about) and one area collected, not 10,000
+# tests: the ini file's testpaths overridden, which leaves pytest's rootdir rule as it was
+ONE_AREA = ["-o", "testpaths=conformance/areas/topk"]
 BAD = ("failed", "error", "crashed", "timed-out", "unexpected-pass")
 
 
@@ -217,8 +220,8 @@ def test_an_existing_report_directory_outside_the_project_is_not_a_test_path(tmp
     option: the run would collect from DIR with no ini file. A one-line usage error says
     to write ``--report=DIR``, which works."""
     (tmp_path / "r").mkdir()
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "-k",
-           "test_invalid_k_raises"]
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *ONE_AREA, "--co", "-q",
+           "-k", "test_invalid_k_raises"]
     bad = subprocess.run([*cmd, "--report", str(tmp_path / "r")], cwd=SUITE.parents[1],
                          env=_env(tmp_path), capture_output=True, text=True, check=False)
     assert bad.returncode == 4
@@ -227,6 +230,7 @@ def test_an_existing_report_directory_outside_the_project_is_not_a_test_path(tmp
     good = subprocess.run([*cmd, f"--report={tmp_path / 'r'}"], cwd=SUITE.parents[1],
                           env=_env(tmp_path), capture_output=True, text=True, check=False)
     assert good.returncode == 0 and "tests/" not in good.stdout, good.stdout[-2000:]
+    assert "test_topk.py::test_invalid_k_raises" in good.stdout, good.stdout[-2000:]
 
 
 def test_a_new_report_directory_under_xdist_is_no_usage_error(tmp_path):
@@ -234,7 +238,7 @@ def test_a_new_report_directory_under_xdist_is_no_usage_error(tmp_path):
     workers see an existing path; the check is the controller's (it was a traceback), and
     the workers get ``--report=NEW`` (as a separate word NEW became their rootdir, outside
     the project: they collected with no ini file, the project's own tests too)."""
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *ONE_AREA, "-q", "-n", "2",
            "-k", "test_invalid_k_raises or test_the_order_proof_names_every_difference",
            "--allow-empty", "--report", str(tmp_path / "new")]
     run = subprocess.run(cmd, cwd=SUITE.parents[1], env=_env(tmp_path), capture_output=True,

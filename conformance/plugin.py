@@ -28,6 +28,7 @@ from conformance.run import (
     guards,
     schedule,
     sharding,
+    startup,
     verdicts,
     watchdog,
 )
@@ -86,12 +87,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     sharding.addoption(group)
     deadline.addoption(group)
     watchdog.addoption(group)
+    startup.addoption(group)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get(lifetime.DIE_WITH_PARENT_ENV) == "1":  # the campaign's stages
         lifetime.die_with_parent()
+    startup.start(config)  # importing the implementations and collecting, under a timer
     config.addinivalue_line("markers", "area(name): the conformance area a test belongs to")
     config.addinivalue_line("markers", "needs(*features): implementation features a test needs")
     config.addinivalue_line("markers",
@@ -147,8 +150,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     history.restore(_SESSION_START)  # nor on settings or generator draws an earlier test left
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if getattr(session.config.option, "numprocesses", None) and not hasattr(
+            session.config, "workerinput"):
+        startup.stop()  # the xdist controller: its workers collect, each under its own timer
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    startup.stop()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    accounting = node.config.pluginmanager.get_plugin("torch-conformance-accounting")
+    if error and accounting is not None:
+        startup.worker_down(node.config, accounting.folder, node.gateway.id)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
+    startup.stop()
     memo.stop()
     # At exit, skip the cyclic garbage collection of everything a session built (Dynamo and
     # Inductor caches, FX graphs): 1.6 s of an xdist worker's exit after 100 FlexAttention

@@ -22,7 +22,7 @@ from conformance.report import mustpass
 from conformance.report.collect import CRASH_KEY, Collector, build_report
 from conformance.report.manifest import write_manifest
 from conformance.report.write import write_report
-from conformance.run import journal, junit, terminal
+from conformance.run import journal, junit, startup, terminal
 from conformance.run.watchdog import crash_file, read_crash, read_manifest, read_must_pass
 
 EXIT_OF = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 2}  # pytest's: tests failed / interrupted
@@ -166,6 +166,8 @@ class Accounting:
         self.collector.collected = read_manifest(self.folder)
         not_run = [n for n in self.collector.collected if n not in self.collector.entries]
         self.collector.finalize(self._why_not_run(session))
+        if startup.STOPPED_BY and startup.STOPPED_BY not in self.collector.warnings:
+            self.collector.warnings.append(startup.STOPPED_BY)
         counts = self.collector.counts()
         self.tracebacks_left_out = terminal.quiet_tracebacks(
             self.config, sum(counts[o] for o in BAD_OUTCOMES))
@@ -182,6 +184,8 @@ class Accounting:
         self._must_pass(report)
         if report["vacuous"] and self.state.shard is None and report["verdict"] == "PASS":
             report["verdict"] = "FAIL"
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED and report["verdict"] == "PASS":
+            report["verdict"] = "INCOMPLETE"  # stopped while collecting: nothing was judged
         if session.exitstatus == 0 and report["verdict"] != "PASS":
             session.exitstatus = EXIT_OF[report["verdict"]]
         report["exit_status"] = int(session.exitstatus)

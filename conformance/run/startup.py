@@ -7,13 +7,14 @@ first hook to the end of collection (in the xdist controller, which collects not
 start of its session) a timer runs, ``--startup-timeout`` seconds (default 300; 0: off):
 
 - past it, a Python thread prints one line naming what was under way (the ``--impl`` being
-  imported, else "collection" or "start-up") and the file that holds every thread's stack,
-  and ends the process with status 2 (INCOMPLETE: no test ran). Under xdist that process is
-  a worker: it leaves the line in the run's folder and the controller, told the worker is
+  imported or its ``conformance_*`` declarations read, else "collection" or "start-up")
+  and the file that holds every thread's stack, and ends the process with status 2
+  (INCOMPLETE: no test ran), its child processes killed. Under xdist that process is a
+  worker: it leaves the line in the run's folder and the controller, told the worker is
   down, stops the run there (a replacement would hang alike) as INCOMPLETE, never PASS.
 - a thread stuck in C code holding the GIL stops that Python thread too; as long again
   later (at most ``BACKSTOP_S``) faulthandler's C watchdog writes "Timeout" and every stack
-  to stderr and ends the process with status 1.
+  to stderr and ends the process with status 1 (its children are left to end alone).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -56,12 +58,35 @@ def _under_way(main: int) -> str:
     phase = "start-up"
     while frame is not None:
         name = frame.f_code.co_name
-        if name == "load_object" and isinstance(frame.f_locals.get("spec"), str):
-            return f"importing {frame.f_locals['spec']} ({frame.f_locals.get('what', '')})"
+        spec = frame.f_locals.get("spec")
+        if name == "load_object" and isinstance(spec, str):
+            return f"importing {spec} ({frame.f_locals.get('what', '')})"
+        if name == "make_impl" and isinstance(spec, str):  # its conformance_* attributes
+            return f"reading the declarations of {spec} ({frame.f_locals.get('what', '')})"
         if name in ("pytest_collection", "perform_collect"):
             phase = "collection"
         frame = frame.f_back
     return phase
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux's /proc; elsewhere none)."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 class StartupWatch:
@@ -104,6 +129,9 @@ class StartupWatch:
                 (self.folder / f"{MARKER}{worker}.txt").write_text(line + "\n")
         sys.__stderr__.write(f"ERROR: {line}\n")
         sys.__stderr__.flush()
+        for pid in _descendants(os.getpid()):  # what the hung code started (a helper
+            with contextlib.suppress(OSError):  # daemon, a probe): no orphan outlives us
+                os.kill(pid, signal.SIGKILL)
         os._exit(EXIT_STATUS)
 
 

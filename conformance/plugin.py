@@ -165,7 +165,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     accounting = node.config.pluginmanager.get_plugin("torch-conformance-accounting")
     if error and accounting is not None:
-        startup.worker_down(node.config, accounting.folder, node.gateway.id)
+        startup.worker_down(accounting.folder, node.gateway.id)
 
 
 @pytest.hookimpl(trylast=True)

@@ -53,7 +53,8 @@ def _seconds(config: pytest.Config) -> float:
 
 
 def _under_way(main: int) -> str:
-    """What the main thread was doing: the implementation it was importing, if any."""
+    """What the main thread was doing: the implementation it was importing or reading
+    (``harness.registry``'s ``load_object`` / ``make_impl`` frames, by name), if any."""
     frame = sys._current_frames().get(main)
     phase = "start-up"
     while frame is not None:
@@ -127,8 +128,9 @@ class StartupWatch:
         if self.folder is not None and worker:
             with contextlib.suppress(OSError):
                 (self.folder / f"{MARKER}{worker}.txt").write_text(line + "\n")
-        sys.__stderr__.write(f"ERROR: {line}\n")
-        sys.__stderr__.flush()
+        if sys.__stderr__ is not None:
+            sys.__stderr__.write(f"ERROR: {line}\n")
+            sys.__stderr__.flush()
         for pid in _descendants(os.getpid()):  # what the hung code started (a helper
             with contextlib.suppress(OSError):  # daemon, a probe): no orphan outlives us
                 os.kill(pid, signal.SIGKILL)
@@ -158,7 +160,7 @@ def stop() -> None:
         _WATCH = None
 
 
-def worker_down(config: pytest.Config, folder: Path, worker: str) -> None:
+def worker_down(folder: Path, worker: str) -> None:
     """The xdist controller, a worker down: if its start-up watch ended it, stop the run
     (each replacement would hang the same way) with the worker's line."""
     try:
